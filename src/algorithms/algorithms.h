@@ -1,0 +1,61 @@
+/*
+ * The one registry of allreduce algorithms. The selector, the executor, the simulator, the
+ * benchmarks and the documentation all enumerate this list.
+ */
+#ifndef MPIAR_ALGORITHMS_H
+#define MPIAR_ALGORITHMS_H
+
+#include <stddef.h>
+
+#include "schedule/schedule.h"
+
+/*
+ * Build one rank's allreduce schedule into an initialised, empty schedule `s` (whose rank,
+ * nranks, count, elem_size, in_place and segment_elems are set). Makes no MPI call.
+ * Every REDUCE between the data of two different ranks puts the lower rank's contribution in
+ * operand `a`, so that every rank computes bit-identical results (floating operations are not
+ * commutative in the NaN payload they return).
+ * @return MPIAR_SUCCESS or a negative MPIAR_ERR_* code.
+ */
+typedef int (*mpiar__builder_fn)(mpiar__schedule_t *s);
+
+/* Alpha-beta-gamma parameters of the cost model. */
+typedef struct mpiar__cost_params {
+  double alpha; /* seconds per message */
+  double beta;  /* seconds per byte sent (and received; one send and one receive port per rank) */
+  double gamma; /* seconds per byte reduced */
+} mpiar__cost_params_t;
+
+/*
+ * Closed-form modelled time of the algorithm for `nranks` ranks and `bytes` bytes, with the
+ * segment size the builder would use (0 = none). The simulator's critical-path time equals it
+ * where the algorithm's file header says so (powers of two; any p for ring).
+ */
+typedef double (*mpiar__cost_fn)(int nranks, size_t bytes, size_t elem_size,
+                                 size_t segment_bytes, const mpiar__cost_params_t *c);
+
+enum {
+  MPIAR__ALG_SEGMENTED = 1u << 0 /* uses segment_elems */
+};
+
+typedef struct mpiar__algorithm {
+  const char *name;
+  mpiar__builder_fn build;
+  mpiar__cost_fn cost;
+  unsigned flags;
+  const char *summary; /* one line for --help and the docs */
+} mpiar__algorithm_t;
+
+/* The registry: mpiar__algorithms[0 .. mpiar__algorithm_count - 1]. */
+extern const mpiar__algorithm_t mpiar__algorithms[];
+extern const int mpiar__algorithm_count;
+
+/* @return the entry named @p name, or NULL. */
+const mpiar__algorithm_t *mpiar__algorithm_find(const char *name);
+
+/* Builders (one file each). */
+int mpiar__build_ring(mpiar__schedule_t *s);
+int mpiar__build_rabenseifner(mpiar__schedule_t *s);
+int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
+
+#endif /* MPIAR_ALGORITHMS_H */

@@ -1,0 +1,60 @@
+/*
+ * Internal helpers shared by every module: error reporting and the check-and-jump pattern.
+ * Internal non-static names carry the prefix mpiar__ (two underscores).
+ */
+#ifndef MPIAR_COMMON_H
+#define MPIAR_COMMON_H
+
+#include <stddef.h>
+
+#include "mpiar.h"
+
+#if defined(__GNUC__)
+#define MPIAR__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define MPIAR__LIKELY(x) __builtin_expect(!!(x), 1)
+#define MPIAR__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define MPIAR__PRINTF(f, a)
+#define MPIAR__LIKELY(x) (x)
+#define MPIAR__UNLIKELY(x) (x)
+#endif
+
+/*
+ * Record a detail message for mpiar_last_error() on this thread and return @p code, so that a
+ * failure is reported in one line: `return mpiar__error(MPIAR_ERR_NOMEM, "plan of %zu", n);`.
+ */
+int mpiar__error(int code, const char *fmt, ...) MPIAR__PRINTF(2, 3);
+
+/* Clear this thread's detail message (public calls do this on entry). */
+void mpiar__error_clear(void);
+
+/* Evaluate an expression returning an mpiar code; on failure store it in `rc` and jump to cleanup. */
+#define MPIAR__CHECK(expr)            \
+  do {                                \
+    rc = (expr);                      \
+    if (MPIAR__UNLIKELY(rc != 0)) {   \
+      goto cleanup;                   \
+    }                                 \
+  } while (0)
+
+/* Fail with a code and detail and jump to cleanup. */
+#define MPIAR__FAIL(code, ...)                 \
+  do {                                         \
+    rc = mpiar__error((code), __VA_ARGS__);    \
+    goto cleanup;                              \
+  } while (0)
+
+/*
+ * Read an environment variable as a non-negative integer with an optional K/M/G suffix
+ * (powers of 1024). Unset or empty: *out = dflt and MPIAR_SUCCESS. Malformed: MPIAR_ERR_ENV with a
+ * detail naming the variable.
+ */
+int mpiar__env_size(const char *name, size_t dflt, size_t *out);
+
+/* Read an environment variable as an int in [lo, hi]; same rules as mpiar__env_size(). */
+int mpiar__env_int(const char *name, long dflt, long lo, long hi, long *out);
+
+/* Parse "123", "64K", "1M", "2G" (powers of 1024) into *out. @return 0 or -1 if malformed. */
+int mpiar__parse_size(const char *text, size_t *out);
+
+#endif /* MPIAR_COMMON_H */

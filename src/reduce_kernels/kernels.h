@@ -1,0 +1,86 @@
+/*
+ * Reduce-kernel layer: dst[i] = a[i] op b[i] for every (dtype, op) pair, chosen once per
+ * process from the CPU's features, with long spans split across OpenMP threads.
+ *
+ * The table is filled with the reference (scalar C) kernels first; then each ISA level the CPU
+ * (and the OS, checked with xgetbv) supports overwrites the slots it implements. The result
+ * bits of every kernel equal the reference's, so the level and thread count never change results.
+ */
+#ifndef MPIAR_KERNELS_H
+#define MPIAR_KERNELS_H
+
+#include <stddef.h>
+
+#include "mpiar.h"
+
+/* One kernel: dst[i] = a[i] op b[i], i < n. dst may equal a or b; no other overlap. */
+typedef void (*mpiar__kernel_fn)(void *dst, const void *a, const void *b, size_t n);
+
+/* One divide kernel: dst[i] = a[i] / divisor (floating types; f16/bf16 through f32). */
+typedef void (*mpiar__div_fn)(void *dst, const void *a, size_t n, double divisor);
+
+typedef enum mpiar__isa {
+  MPIAR__ISA_REFERENCE = 0,
+  MPIAR__ISA_AVX2, /* AVX2 + FMA + F16C */
+  MPIAR__ISA_AVX512, /* AVX-512 F/BW/VL/DQ (+BF16, +FP16 where present) */
+  MPIAR__ISA_COUNT
+} mpiar__isa_t;
+
+/* A filled dispatch table for one ISA level. */
+typedef struct mpiar__kernel_table {
+  mpiar__isa_t isa;
+  mpiar__kernel_fn fn[MPIAR_DTYPE_COUNT][MPIAR_OP_COUNT]; /* NULL: pair not supported */
+  mpiar__div_fn div[MPIAR_DTYPE_COUNT];                   /* NULL for integer types */
+} mpiar__kernel_table_t;
+
+/*
+ * Initialise the process-wide table once (thread-safe): the best level the CPU supports, or the
+ * level MPIAR_KERNEL forces. @return MPIAR_SUCCESS, MPIAR_ERR_ENV (unknown level name) or
+ * MPIAR_ERR_ISA_UNAVAILABLE (the forced level is not supported here). The outcome is sticky.
+ */
+int mpiar__kernels_init(void);
+
+/* The process-wide table (after a successful mpiar__kernels_init()). */
+const mpiar__kernel_table_t *mpiar__kernels(void);
+
+/* @return 1 if this CPU and OS support @p isa. */
+int mpiar__isa_supported(mpiar__isa_t isa);
+
+/* @return "reference", "avx2", "avx512". */
+const char *mpiar__isa_name(mpiar__isa_t isa);
+
+/*
+ * Fill @p table for one level (reference slots first, then the level's own). For tests and
+ * benchmarks that compare levels. @return MPIAR_ERR_ISA_UNAVAILABLE if not supported here.
+ */
+int mpiar__kernel_table_fill(mpiar__isa_t isa, mpiar__kernel_table_t *table);
+
+/*
+ * The reduction used by the executors: dst = a op b over n elements with the process table,
+ * split across threads when n * elem size exceeds the threshold. The pair must be supported
+ * (callers validate first). Never fails once the table is initialised.
+ */
+void mpiar__reduce(void *dst, const void *a, const void *b, size_t n, mpiar_dtype_t dtype,
+                   mpiar_op_t op);
+
+/* dst[i] = a[i] / divisor with the process table (floating dtypes), threaded like mpiar__reduce. */
+void mpiar__divide(void *dst, const void *a, size_t n, mpiar_dtype_t dtype, double divisor);
+
+/*
+ * Threads used for one long span: MPIAR_NUM_THREADS if set, else the value set by
+ * mpiar__kernel_set_default_threads() (the executor sets cores per node / ranks per node), else
+ * the OpenMP default. Always 1 without OpenMP.
+ */
+int mpiar__kernel_threads(void);
+void mpiar__kernel_set_default_threads(int nthreads);
+
+/* Spans shorter than this many bytes (per operand) run on one thread. */
+#define MPIAR__KERNEL_PARALLEL_BYTES ((size_t)256 * 1024)
+
+/* f16/bf16 <-> f32 conversions with round-to-nearest-even (reference semantics). */
+float mpiar__f16_to_f32(uint16_t h);
+uint16_t mpiar__f32_to_f16(float f);
+float mpiar__bf16_to_f32(uint16_t h);
+uint16_t mpiar__f32_to_bf16(float f);
+
+#endif /* MPIAR_KERNELS_H */
