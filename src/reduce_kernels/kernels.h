@@ -46,6 +46,28 @@ const mpiar__kernel_table_t *mpiar__kernels(void);
 /* @return 1 if this CPU and OS support @p isa. */
 int mpiar__isa_supported(mpiar__isa_t isa);
 
+/*
+ * CPU features behind the levels. AVX2 means AVX2 + FMA + F16C with YMM state enabled by the OS;
+ * AVX512 means F/BW/VL/DQ with opmask and ZMM state enabled; the BF16 and FP16 extensions only
+ * refine the AVX512 level (its bf16/f16 slots) and are used only when present.
+ */
+enum {
+  MPIAR__FEAT_AVX2 = 1u << 0,
+  MPIAR__FEAT_AVX512 = 1u << 1,
+  MPIAR__FEAT_AVX512_BF16 = 1u << 2,
+  MPIAR__FEAT_AVX512_FP16 = 1u << 3
+};
+
+/* @return the MPIAR__FEAT_* bits this CPU and OS support (minus those disabled below). */
+unsigned mpiar__cpu_features(void);
+
+/*
+ * Test hook: treat the MPIAR__FEAT_* bits in @p mask as absent from now on, so that tests can
+ * reach the paths of smaller CPUs (e.g. AVX-512 without FP16, or a forced level that is missing).
+ * Call it before mpiar__kernels_init() for the process table to see it.
+ */
+void mpiar__kernels_disable_features(unsigned mask);
+
 /* @return "reference", "avx2", "avx512". */
 const char *mpiar__isa_name(mpiar__isa_t isa);
 
