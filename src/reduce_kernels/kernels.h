@@ -99,6 +99,13 @@ void mpiar__kernel_set_default_threads(int nthreads);
 /* Spans shorter than this many bytes (per operand) run on one thread. */
 #define MPIAR__KERNEL_PARALLEL_BYTES ((size_t)256 * 1024)
 
+/*
+ * Spans at least this long (bytes written by one call) use non-temporal stores in the AVX-512
+ * kernels: such a span cannot stay in cache, so skipping the read-for-ownership of the
+ * destination saves a third of the memory traffic.
+ */
+#define MPIAR__STREAM_BYTES ((size_t)32 * 1024 * 1024)
+
 /* f16/bf16 <-> f32 conversions with round-to-nearest-even (reference semantics). */
 float mpiar__f16_to_f32(uint16_t h);
 uint16_t mpiar__f32_to_f16(float f);
