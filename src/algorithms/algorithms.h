@@ -31,8 +31,8 @@ typedef struct mpiar__cost_params {
  * segment size the builder would use (0 = none). The simulator's critical-path time equals it
  * where the algorithm's file header says so (powers of two; any p for ring).
  */
-typedef double (*mpiar__cost_fn)(int nranks, size_t bytes, size_t elem_size,
-                                 size_t segment_bytes, const mpiar__cost_params_t *c);
+typedef double (*mpiar__cost_fn)(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                 const mpiar__cost_params_t *c);
 
 enum {
   MPIAR__ALG_SEGMENTED = 1u << 0 /* uses segment_elems */
@@ -57,5 +57,45 @@ const mpiar__algorithm_t *mpiar__algorithm_find(const char *name);
 int mpiar__build_ring(mpiar__schedule_t *s);
 int mpiar__build_rabenseifner(mpiar__schedule_t *s);
 int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
+
+/* Closed-form costs (the formulas in each builder's file header). */
+double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                        const mpiar__cost_params_t *c);
+double mpiar__cost_rabenseifner(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                const mpiar__cost_params_t *c);
+double mpiar__cost_recursive_doubling(int nranks, size_t bytes, size_t elem_size,
+                                      size_t segment_bytes, const mpiar__cost_params_t *c);
+
+/*
+ * Research variants: built and simulated (mpiar-sim --algorithm NAME, tests/sim) but not offered
+ * to the selector or to users. rabenseifner_fold is Rabenseifner with the whole-vector fold for
+ * non-power-of-two p, kept to show that the registered half-vector pre-step is never slower.
+ */
+extern const mpiar__algorithm_t mpiar__algorithm_variants[];
+extern const int mpiar__algorithm_variant_count;
+int mpiar__build_rabenseifner_fold(mpiar__schedule_t *s);
+double mpiar__cost_rabenseifner_fold(int nranks, size_t bytes, size_t elem_size,
+                                     size_t segment_bytes, const mpiar__cost_params_t *c);
+
+/* @return the registry entry or research variant named @p name, or NULL. */
+const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name);
+
+/*
+ * Broadcast algorithms, for mpiar_bcast(). The builder broadcasts s->count elements of OUTPUT
+ * from s->root (set it after mpiar__schedule_init()); broadcast is always in place (in_place 1):
+ * the root's OUTPUT holds the data. Same entry type as the allreduce registry; flags are 0.
+ */
+extern const mpiar__algorithm_t mpiar__bcast_algorithms[];
+extern const int mpiar__bcast_algorithm_count;
+
+/* @return the broadcast entry named @p name ("binomial", "scatter_allgather"), or NULL. */
+const mpiar__algorithm_t *mpiar__bcast_algorithm_find(const char *name);
+
+int mpiar__build_bcast_binomial(mpiar__schedule_t *s);
+int mpiar__build_bcast_scatter_allgather(mpiar__schedule_t *s);
+double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                  const mpiar__cost_params_t *c);
+double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem_size,
+                                           size_t segment_bytes, const mpiar__cost_params_t *c);
 
 #endif /* MPIAR_ALGORITHMS_H */

@@ -1,0 +1,66 @@
+/* The one registry of allreduce algorithms (and the small one of broadcast algorithms). */
+#include <string.h>
+
+#include "algorithms/algorithms.h"
+
+const mpiar__algorithm_t mpiar__algorithms[] = {
+    {"ring", mpiar__build_ring, mpiar__cost_ring, MPIAR__ALG_SEGMENTED,
+     "reduce-scatter ring + allgather ring; bandwidth-optimal, 2(p-1) messages; large messages"},
+    {"rabenseifner", mpiar__build_rabenseifner, mpiar__cost_rabenseifner, 0,
+     "recursive-halving reduce-scatter + recursive-doubling allgather; medium and large"},
+    {"recursive_doubling", mpiar__build_recursive_doubling, mpiar__cost_recursive_doubling, 0,
+     "full-vector exchange in log2(p) steps; small messages"},
+};
+const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
+
+const mpiar__algorithm_t mpiar__algorithm_variants[] = {
+    {"rabenseifner_fold", mpiar__build_rabenseifner_fold, mpiar__cost_rabenseifner_fold, 0,
+     "Rabenseifner with the whole-vector fold for non-power-of-two p (research variant)"},
+};
+const int mpiar__algorithm_variant_count =
+    (int)(sizeof mpiar__algorithm_variants / sizeof mpiar__algorithm_variants[0]);
+
+const mpiar__algorithm_t mpiar__bcast_algorithms[] = {
+    {"binomial", mpiar__build_bcast_binomial, mpiar__cost_bcast_binomial, 0,
+     "binomial tree from the root; small messages"},
+    {"scatter_allgather", mpiar__build_bcast_scatter_allgather, mpiar__cost_bcast_scatter_allgather,
+     0, "binomial scatter of blocks + ring allgather; large messages"},
+};
+const int mpiar__bcast_algorithm_count =
+    (int)(sizeof mpiar__bcast_algorithms / sizeof mpiar__bcast_algorithms[0]);
+
+static const mpiar__algorithm_t *find_in(const mpiar__algorithm_t *list, int n, const char *name) {
+  if (name == NULL) {
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    if (strcmp(list[i].name, name) == 0) {
+      return &list[i];
+    }
+  }
+  return NULL;
+}
+
+const mpiar__algorithm_t *mpiar__algorithm_find(const char *name) {
+  return find_in(mpiar__algorithms, mpiar__algorithm_count, name);
+}
+
+const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name) {
+  const mpiar__algorithm_t *a = mpiar__algorithm_find(name);
+  return a ? a : find_in(mpiar__algorithm_variants, mpiar__algorithm_variant_count, name);
+}
+
+const mpiar__algorithm_t *mpiar__bcast_algorithm_find(const char *name) {
+  return find_in(mpiar__bcast_algorithms, mpiar__bcast_algorithm_count, name);
+}
+
+int mpiar_algorithm_count(void) {
+  return mpiar__algorithm_count;
+}
+
+const char *mpiar_algorithm_name(int index) {
+  if (index < 0 || index >= mpiar__algorithm_count) {
+    return NULL;
+  }
+  return mpiar__algorithms[index].name;
+}
