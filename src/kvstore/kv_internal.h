@@ -1,0 +1,150 @@
+/*
+ * Internals of the kvstore shared by its files: the key entries and their registry, the store,
+ * and the checkpoint file format (which needs no MPI, so that its tests run without mpiexec).
+ */
+#ifndef MPIAR_KV_INTERNAL_H
+#define MPIAR_KV_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "mpiar_kv.h"
+
+/* One registered key: its identity, fixed dtype and count, the stored value and SGD state. */
+typedef struct mpiar__kv_entry {
+  char *name;          /* string key (owned), or NULL for an integer key */
+  int64_t id;          /* integer key when name is NULL */
+  uint64_t hash;       /* mpiar__kv_key_hash() of the key */
+  mpiar_dtype_t dtype;
+  size_t count;
+  size_t bytes;        /* count * element size */
+  void *value;         /* the store's copy of the key's value (bytes), NULL when bytes == 0 */
+  void *momentum;      /* SGD momentum (bytes), NULL until the first step with momentum */
+} mpiar__kv_entry_t;
+
+/* Key registry: entries in registration order plus an open-addressing index on the key hash. */
+typedef struct mpiar__kv_table {
+  mpiar__kv_entry_t **items; /* registration order, the same on every worker */
+  size_t n, cap;
+  uint32_t *slots;           /* 0 = empty, else index + 1 into items; size nslots (power of 2) */
+  size_t nslots;
+} mpiar__kv_table_t;
+
+/* @return a 64-bit hash of the key's kind and name or number. */
+uint64_t mpiar__kv_key_hash(mpiar_kv_key_t key);
+
+/* @return 1 if the entry is the key, 0 otherwise. */
+int mpiar__kv_entry_is(const mpiar__kv_entry_t *e, mpiar_kv_key_t key, uint64_t hash);
+
+/* Format a key for messages: 7 or "weight" (quoted, shortened to fit). @return buf. */
+const char *mpiar__kv_key_str(mpiar_kv_key_t key, char *buf, size_t size);
+
+/* Find a key. @return the entry or NULL. */
+mpiar__kv_entry_t *mpiar__kv_table_find(const mpiar__kv_table_t *t, mpiar_kv_key_t key);
+
+/* Make room for one more entry (so that a later insert cannot fail). @return 0 or MPIAR_ERR_NOMEM. */
+int mpiar__kv_table_reserve(mpiar__kv_table_t *t);
+
+/* Insert an entry after mpiar__kv_table_reserve() succeeded; cannot fail. */
+void mpiar__kv_table_insert(mpiar__kv_table_t *t, mpiar__kv_entry_t *e);
+
+/* Free every entry and the table's arrays. */
+void mpiar__kv_table_free(mpiar__kv_table_t *t);
+
+/* Allocate an entry for a key (name copied, value and momentum not allocated). NULL if no memory. */
+mpiar__kv_entry_t *mpiar__kv_entry_new(mpiar_kv_key_t key, mpiar_dtype_t dtype, size_t count);
+
+/* Free an entry, its name, value and momentum. NULL is accepted. */
+void mpiar__kv_entry_free(mpiar__kv_entry_t *e);
+
+/*
+ * Checkpoint file format, version 1. All header fields are little-endian; values are the
+ * elements' bytes as held in memory (little-endian on the x86-64 hosts mpiar targets).
+ *
+ *   header, 32 bytes: magic "MPIARKV\0" | u32 version (1) | u32 flags (0) | u64 number of keys |
+ *                     u64 size of the whole file in bytes
+ *   one record per key, 40 bytes + name: u8 kind (0 integer, 1 string) | u8 dtype | u8 has
+ *                     momentum (0/1) | u8 reserved (0) | u32 name length | i64 integer key |
+ *                     u64 element count | u32 CRC32C of the value | u32 CRC32C of the momentum
+ *                     (0 when absent) | name bytes (no terminating zero)
+ *   data:             for each record in order, its value bytes, then its momentum bytes if any
+ *   trailer, 4 bytes: u32 CRC32C of every byte before it
+ */
+#define MPIAR__CKPT_MAGIC "MPIARKV"
+#define MPIAR__CKPT_VERSION 1u
+#define MPIAR__CKPT_HEADER_BYTES 32u
+#define MPIAR__CKPT_RECORD_BYTES 40u
+#define MPIAR__CKPT_TRAILER_BYTES 4u
+
+/* Write the entries to @p path atomically (temporary file, fsync, rename, fsync of the directory). */
+int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n);
+
+/*
+ * Read and verify a checkpoint file completely. On success *out holds a new array of *n entries
+ * (with value and, where saved, momentum allocated) to free with mpiar__ckpt_free(). On failure
+ * nothing is returned: MPIAR_ERR_IO (open or read failed), MPIAR_ERR_CORRUPT (anything else
+ * wrong with the file) or MPIAR_ERR_NOMEM, with a detail.
+ */
+int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *n);
+
+/* Free the result of mpiar__ckpt_read(). */
+void mpiar__ckpt_free(mpiar__kv_entry_t **entries, size_t n);
+
+/* The store. */
+struct mpiar_kv {
+  MPI_Comm comm;             /* the store's own duplicate of the user's communicator */
+  int rank, size;
+  size_t fusion_bytes;       /* 0 = no fusion */
+  mpiar_op_t op;             /* pushpull's reduction: MPIAR_SUM or MPIAR_AVG */
+  char *algorithm;           /* owned copy of the algorithm option, or NULL */
+  int verify;
+  mpiar_options_t ar;        /* options of every allreduce and broadcast the store runs */
+  mpiar__kv_table_t table;
+  mpiar_kv_optimizer_t opt;
+  unsigned char *fusion;     /* fusion buffer, grown up to fusion_bytes and kept */
+  size_t fusion_cap;
+  mpiar__kv_entry_t **batch; /* entries resolved for the current batch call */
+  size_t *pack;              /* indices of the tensors in the fusion buffer being filled */
+  size_t batch_cap;
+};
+
+/* Calls, hashed into every agreement so that two different calls never agree. */
+typedef enum mpiar__kv_call {
+  MPIAR__KV_CREATE = 1,
+  MPIAR__KV_INIT,
+  MPIAR__KV_PUSHPULL,
+  MPIAR__KV_PUSHPULL_BATCH,
+  MPIAR__KV_BROADCAST,
+  MPIAR__KV_STEP,
+  MPIAR__KV_STEP_BATCH,
+  MPIAR__KV_OPTIMIZER,
+  MPIAR__KV_SAVE,
+  MPIAR__KV_SAVE_DONE,
+  MPIAR__KV_LOAD,
+  MPIAR__KV_LOAD_ALLOC
+} mpiar__kv_call_t;
+
+/* Fold a 64-bit word into a running hash. */
+uint64_t mpiar__kv_hash_add(uint64_t h, uint64_t v);
+
+/* Hash of the store's keys, dtypes and counts in registration order. */
+uint64_t mpiar__kv_layout_hash(const mpiar_kv_t *kv);
+
+/*
+ * The metadata agreement: one allreduce (MAX over three 64-bit words) of this worker's local
+ * result @p local_rc and the hash of its call. Every worker learns whether any worker failed its
+ * local checks and whether all hashes are equal, without any data moving.
+ *
+ * @return MPIAR_SUCCESS when every worker passed and the hashes agree. Otherwise an error on
+ * every worker: @p local_rc (with its detail kept) on a worker that failed, and on the others
+ * MPIAR_ERR_MISMATCH naming the failed worker, or MPIAR_ERR_MISMATCH for differing hashes. With
+ * @p share_root set and worker 0 the only failing worker (save and load, where only worker 0
+ * touches the file), every worker returns worker 0's code and detail.
+ * @p what names the call for messages ("pushpull of key 7").
+ */
+int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what,
+                    int share_root);
+
+#endif /* MPIAR_KV_INTERNAL_H */
