@@ -2,6 +2,7 @@
 #ifndef MPIAR_KERNEL_TEST_UTIL_H
 #define MPIAR_KERNEL_TEST_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
