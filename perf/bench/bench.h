@@ -1,0 +1,141 @@
+/*
+ * mpiar-bench: every allreduce algorithm of the registry, `auto` and the MPI library's own
+ * MPI_Allreduce, run side by side over a sweep of message sizes, with the point-to-point
+ * exchange bandwidth of each size as the limit they are measured against.
+ *
+ * The program is split in three: options.c parses the command line (no MPI, so that bad
+ * arguments are rejected identically on every rank before MPI starts), report.c turns the
+ * measured times into statistics, the summary table, CSV and JSON, and main.c runs the sweep.
+ */
+#ifndef MPIAR_BENCH_H
+#define MPIAR_BENCH_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "mpiar.h"
+
+/* The most algorithms one run compares (registry entries plus `auto` and `mpi`). */
+#define BENCH_MAX_ALGS 16
+
+/* Names that are not registry entries. */
+#define BENCH_ALG_AUTO "auto"
+#define BENCH_ALG_MPI "mpi"
+
+/* Sizes from 4 B to 256 MiB: the README's main sweep. */
+#define BENCH_DEFAULT_MIN_BYTES ((size_t)4)
+#define BENCH_DEFAULT_MAX_BYTES ((size_t)256 << 20)
+
+/*
+ * Without -i, each size runs about BENCH_AUTO_ITER_BYTES / bytes repetitions, clamped to
+ * [BENCH_AUTO_ITERS_MIN, BENCH_AUTO_ITERS_MAX]: small messages need many repetitions for a
+ * stable median, large ones few, and the whole default sweep stays within a few tens of seconds
+ * per algorithm on a two-core machine.
+ */
+#define BENCH_AUTO_ITER_BYTES ((size_t)64 << 20)
+#define BENCH_AUTO_ITERS_MIN 5
+#define BENCH_AUTO_ITERS_MAX 1000
+
+/* Size ranges of the summary: small is 4 B..4 KiB, large is >= 4 MiB, medium in between. */
+#define BENCH_SMALL_MAX_BYTES ((size_t)4 << 10)
+#define BENCH_LARGE_MIN_BYTES ((size_t)4 << 20)
+
+/* Outcome of bench_parse_args(). */
+enum { BENCH_PARSE_OK = 0, BENCH_PARSE_HELP = 1, BENCH_PARSE_ERROR = 2 };
+
+typedef struct bench_opts {
+  size_t min_bytes;  /* -b */
+  size_t max_bytes;  /* -e */
+  size_t factor;     /* -f: each size is the previous one times this */
+  int iters;         /* -i: repetitions per size; 0 = scaled with size */
+  int warmup;        /* -w: untimed repetitions per size; -1 = scaled with size */
+  mpiar_dtype_t dtype; /* -d */
+  mpiar_op_t op;       /* -o */
+  int nalgs;           /* -a: the algorithms, in the order they run */
+  const char *algs[BENCH_MAX_ALGS];
+  int validate;        /* -c */
+  int inplace;         /* --inplace */
+  int quiet;           /* -q: no progress line */
+  const char *csv_path;  /* --csv */
+  const char *json_path; /* --json */
+  int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
+} bench_opts_t;
+
+/*
+ * Parse the command line (argv[1..argc-1]) into @p o. Needs no MPI.
+ * @return BENCH_PARSE_OK, BENCH_PARSE_HELP (--help given), or BENCH_PARSE_ERROR with a one-line
+ * message in @p err.
+ */
+int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t errlen);
+
+/* Print the --help text to @p f. */
+void bench_usage(FILE *f);
+
+/* @return 1 if MPI has a predefined datatype for @p dtype (so `mpi` can run it), else 0. */
+int bench_mpi_has_dtype(mpiar_dtype_t dtype);
+
+/* Format @p bytes as "4 B", "64 KiB", "256 MiB" (exact powers) or "1536 B" into @p buf. */
+const char *bench_format_size(size_t bytes, char *buf, size_t len);
+
+/* Median, minimum and maximum of one algorithm's repetitions at one size, in seconds. */
+typedef struct bench_stat {
+  double median;
+  double min;
+  double max;
+  long failures; /* results that differed from the expected values (-c), over all ranks */
+} bench_stat_t;
+
+/* Compute the statistics of @p n times (n >= 1); @p scratch holds n doubles. */
+void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_t *out);
+
+/* Everything measured at one size. */
+typedef struct bench_row {
+  size_t bytes;        /* count * element size */
+  size_t count;
+  size_t limit_bytes;  /* bytes each rank sent in the point-to-point exchange */
+  int iters;
+  int warmup;
+  double limit_median; /* median time of the point-to-point exchange, seconds */
+  const char *auto_pick; /* what `auto` selected at this size, NULL if `auto` did not run */
+  size_t auto_segment;
+  bench_stat_t alg[BENCH_MAX_ALGS];
+} bench_row_t;
+
+/* One run: the options, the machine, and a row per size. */
+typedef struct bench_run {
+  const bench_opts_t *opts;
+  int nranks;
+  int mpi_index;  /* index of `mpi` in opts->algs, or -1 */
+  int auto_index; /* index of `auto` in opts->algs, or -1 */
+  const char *kernel;  /* mpiar_kernel_level() */
+  char mpi_library[256]; /* first line of MPI_Get_library_version() */
+  char host[128];
+  char date[64];       /* UTC, ISO 8601 */
+  int nrows;
+  bench_row_t *rows;
+} bench_run_t;
+
+/* Derived figures of one algorithm at one row; NaN where undefined (e.g. no `mpi` column). */
+typedef struct bench_figures {
+  double algbw;     /* bytes / median time, GB/s (1e9 bytes per second) */
+  double busbw;     /* algbw * 2(p-1)/p, GB/s */
+  double limit_bw;  /* limit_bytes / limit median time, GB/s */
+  double pct_limit; /* busbw / limit_bw * 100 */
+  double speedup;   /* median time of `mpi` / median time of this algorithm: > 1 is faster */
+} bench_figures_t;
+
+void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f);
+
+/* The summary table's header, one row, and the closing summary (ranges, auto, targets). */
+void bench_table_header(FILE *f, const bench_run_t *run);
+void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row);
+void bench_table_summary(FILE *f, const bench_run_t *run);
+
+/* CSV: a header line, then one line per (size, algorithm), written as each size completes. */
+void bench_csv_header(FILE *f);
+void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row);
+
+/* JSON: the whole run as one object. @return 0, or -1 if writing failed. */
+int bench_json_write(FILE *f, const bench_run_t *run);
+
+#endif /* MPIAR_BENCH_H */

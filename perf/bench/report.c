@@ -1,0 +1,539 @@
+/*
+ * Statistics and output of mpiar-bench: the summary table on stdout, CSV and JSON. Nothing here
+ * calls MPI; main.c hands over rows whose times are already the maximum over ranks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a;
+  double y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of v[0..n-1] (sorted in place); NaN when n == 0. */
+static double median_inplace(double *v, int n) {
+  if (n <= 0) {
+    return NAN;
+  }
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_t *out) {
+  memcpy(scratch, times, (size_t)n * sizeof *times);
+  out->median = median_inplace(scratch, n);
+  out->min = scratch[0];
+  out->max = scratch[n - 1];
+}
+
+void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f) {
+  const double p = run->nranks;
+  const double t = row->alg[alg].median;
+  f->algbw = t > 0 ? (double)row->bytes / t / 1e9 : NAN;
+  f->busbw = f->algbw * 2.0 * (p - 1.0) / p;
+  f->limit_bw = (row->limit_bytes > 0 && row->limit_median > 0)
+                    ? (double)row->limit_bytes / row->limit_median / 1e9
+                    : NAN;
+  f->pct_limit = (f->limit_bw > 0) ? 100.0 * f->busbw / f->limit_bw : NAN;
+  f->speedup = (run->mpi_index >= 0 && t > 0) ? row->alg[run->mpi_index].median / t : NAN;
+}
+
+/* 0 small, 1 medium, 2 large. */
+static int size_range(size_t bytes) {
+  if (bytes <= BENCH_SMALL_MAX_BYTES) {
+    return 0;
+  }
+  return bytes >= BENCH_LARGE_MIN_BYTES ? 2 : 1;
+}
+
+static const char *const range_names[3] = {"small", "medium", "large"};
+
+enum { N_TARGETS = 4 };
+
+/* What the closing summary, the JSON summary and the targets are computed from. */
+typedef struct summary {
+  int nrange[3];
+  double speedup[BENCH_MAX_ALGS][3]; /* median over the range's sizes of time(mpi)/time(alg) */
+  double pct_large[BENCH_MAX_ALGS];  /* median over sizes >= 4 MiB of busbw % of the limit */
+  double limit_large;                /* median limit bandwidth over sizes >= 4 MiB, GB/s */
+  int have_auto_vs_mpi;
+  double auto_worst; /* smallest time(mpi)/time(auto) over all sizes */
+  size_t auto_worst_bytes;
+  const char *auto_worst_pick;
+  int ntargets;
+  struct {
+    const char *what;
+    const char *unit;
+    double value;
+    double target;
+    int at_most; /* 1: value <= target meets it; 0: value >= target */
+  } targets[N_TARGETS];
+} summary_t;
+
+static void summarize(const bench_run_t *run, summary_t *s) {
+  const int nalgs = run->opts->nalgs;
+  const int nrows = run->nrows;
+  memset(s, 0, sizeof *s);
+  double *buf = malloc(((size_t)nrows + 1) * sizeof *buf);
+  if (buf == NULL) {
+    /* Without memory the summary is left empty; the table rows were already printed. */
+    for (int a = 0; a < BENCH_MAX_ALGS; a++) {
+      s->speedup[a][0] = s->speedup[a][1] = s->speedup[a][2] = s->pct_large[a] = NAN;
+    }
+    s->limit_large = NAN;
+    return;
+  }
+  for (int r = 0; r < nrows; r++) {
+    s->nrange[size_range(run->rows[r].bytes)]++;
+  }
+  for (int a = 0; a < nalgs; a++) {
+    for (int g = 0; g < 3; g++) {
+      int n = 0;
+      for (int r = 0; r < nrows; r++) {
+        bench_figures_t f;
+        bench_figures(run, &run->rows[r], a, &f);
+        if (size_range(run->rows[r].bytes) == g && !isnan(f.speedup)) {
+          buf[n++] = f.speedup;
+        }
+      }
+      s->speedup[a][g] = median_inplace(buf, n);
+    }
+    int n = 0;
+    for (int r = 0; r < nrows; r++) {
+      bench_figures_t f;
+      bench_figures(run, &run->rows[r], a, &f);
+      if (size_range(run->rows[r].bytes) == 2 && !isnan(f.pct_limit)) {
+        buf[n++] = f.pct_limit;
+      }
+    }
+    s->pct_large[a] = median_inplace(buf, n);
+  }
+  int n = 0;
+  for (int r = 0; r < nrows; r++) {
+    bench_figures_t f;
+    bench_figures(run, &run->rows[r], 0, &f);
+    if (size_range(run->rows[r].bytes) == 2 && !isnan(f.limit_bw)) {
+      buf[n++] = f.limit_bw;
+    }
+  }
+  s->limit_large = median_inplace(buf, n);
+
+  const int ai = run->auto_index;
+  const int mi = run->mpi_index;
+  if (ai >= 0 && mi >= 0 && nrows > 0) {
+    s->have_auto_vs_mpi = 1;
+    s->auto_worst = INFINITY;
+    for (int r = 0; r < nrows; r++) {
+      bench_figures_t f;
+      bench_figures(run, &run->rows[r], ai, &f);
+      if (f.speedup < s->auto_worst) {
+        s->auto_worst = f.speedup;
+        s->auto_worst_bytes = run->rows[r].bytes;
+        s->auto_worst_pick = run->rows[r].auto_pick;
+      }
+    }
+    /* The targets are judged on `auto`, the algorithm users get by default. */
+    n = 0;
+    for (int r = 0; r < nrows; r++) {
+      if (size_range(run->rows[r].bytes) == 0) {
+        buf[n++] = run->rows[r].alg[ai].median / run->rows[r].alg[mi].median;
+      }
+    }
+    if (n > 0) {
+      s->targets[s->ntargets].what = "auto latency at 4 B..4 KiB, median, in MPI_Allreduce's time";
+      s->targets[s->ntargets].unit = "x";
+      s->targets[s->ntargets].value = median_inplace(buf, n);
+      s->targets[s->ntargets].target = 0.6;
+      s->targets[s->ntargets].at_most = 1;
+      s->ntargets++;
+    }
+    if (s->nrange[2] > 0) {
+      s->targets[s->ntargets].what = "auto busbw at >= 4 MiB, median, in MPI_Allreduce's busbw";
+      s->targets[s->ntargets].unit = "x";
+      s->targets[s->ntargets].value = s->speedup[ai][2];
+      s->targets[s->ntargets].target = 3.0;
+      s->targets[s->ntargets].at_most = 0;
+      s->ntargets++;
+      if (!isnan(s->pct_large[ai])) {
+        s->targets[s->ntargets].what = "auto busbw at >= 4 MiB, median, in % of the limit";
+        s->targets[s->ntargets].unit = "%";
+        s->targets[s->ntargets].value = s->pct_large[ai];
+        s->targets[s->ntargets].target = 85.0;
+        s->targets[s->ntargets].at_most = 0;
+        s->ntargets++;
+      }
+    }
+    s->targets[s->ntargets].what = "auto vs MPI_Allreduce, worst size, speedup";
+    s->targets[s->ntargets].unit = "x";
+    s->targets[s->ntargets].value = s->auto_worst;
+    s->targets[s->ntargets].target = 1.0;
+    s->targets[s->ntargets].at_most = 0;
+    s->ntargets++;
+  }
+  free(buf);
+}
+
+static int target_met(const summary_t *s, int t) {
+  double v = s->targets[t].value;
+  return s->targets[t].at_most ? v <= s->targets[t].target : v >= s->targets[t].target;
+}
+
+/* ---- Summary table ---------------------------------------------------------------------- */
+
+/* Each mpiar algorithm's column holds "median-us speedup": 10 + 1 + 7 characters. */
+static int column_width(const char *name, int is_mpi) {
+  int w = is_mpi ? 10 : 18;
+  int len = (int)strlen(name);
+  return len > w ? len : w;
+}
+
+void bench_table_header(FILE *f, const bench_run_t *run) {
+  const bench_opts_t *o = run->opts;
+  fprintf(f, "# mpiar-bench %s: %d ranks, %s %s, %s, kernel %s, %s\n", mpiar_version(),
+          run->nranks, mpiar_dtype_name(o->dtype), mpiar_op_name(o->op),
+          o->inplace ? "in place" : "out of place", run->kernel ? run->kernel : "?",
+          run->mpi_library);
+  fprintf(f, "# %s, %s%s\n", run->host, run->date,
+          o->validate ? ", every result checked (-c)" : "");
+  fprintf(f, "# us: median time over the repetitions of the slowest rank, microseconds\n");
+  if (run->mpi_index >= 0) {
+    fprintf(f, "# xMPI: speedup vs MPI = time(MPI_Allreduce) / time(algorithm); > 1 is faster "
+               "than MPI\n");
+  } else {
+    fprintf(f, "# xMPI: not measured (no `mpi` in the list)\n");
+  }
+  fprintf(f, "# limit: paired MPI_Isend/MPI_Irecv of 2(p-1)/p * size bytes per rank, its time "
+             "and bandwidth\n");
+  fprintf(f, "# best: the highest mpiar busbw = size / time * 2(p-1)/p, GB/s, and its %% of the "
+             "limit bandwidth\n");
+  fprintf(f, "#%10s %6s", "size", "iters");
+  for (int a = 0; a < o->nalgs; a++) {
+    int is_mpi = a == run->mpi_index;
+    fprintf(f, " | %-*s", column_width(o->algs[a], is_mpi), o->algs[a]);
+  }
+  fprintf(f, " | %-18s | %s\n", "limit", "best busbw");
+  fprintf(f, "#%10s %6s", "", "");
+  for (int a = 0; a < o->nalgs; a++) {
+    int is_mpi = a == run->mpi_index;
+    int w = column_width(o->algs[a], is_mpi);
+    if (is_mpi) {
+      fprintf(f, " | %*s", w, "us");
+    } else {
+      fprintf(f, " | %10s %6s%*s", "us", "xMPI", w - 17, "");
+    }
+  }
+  fprintf(f, " | %10s %7s | %7s %6s  %s\n", "us", "GB/s", "GB/s", "%limit", "algorithm");
+  fflush(f);
+}
+
+void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
+  const bench_opts_t *o = run->opts;
+  char sz[32];
+  fprintf(f, " %10s %6d", bench_format_size(row->bytes, sz, sizeof sz), row->iters);
+  int best = -1;
+  double best_busbw = -1.0;
+  double best_pct = NAN;
+  for (int a = 0; a < o->nalgs; a++) {
+    bench_figures_t fig;
+    bench_figures(run, row, a, &fig);
+    int is_mpi = a == run->mpi_index;
+    int w = column_width(o->algs[a], is_mpi);
+    if (is_mpi) {
+      fprintf(f, " | %*.2f", w, row->alg[a].median * 1e6);
+    } else {
+      if (isnan(fig.speedup)) {
+        fprintf(f, " | %10.2f %6s %*s", row->alg[a].median * 1e6, "-", w - 18, "");
+      } else {
+        fprintf(f, " | %10.2f %6.2fx%*s", row->alg[a].median * 1e6, fig.speedup, w - 18, "");
+      }
+      if (fig.busbw > best_busbw) {
+        best_busbw = fig.busbw;
+        best_pct = fig.pct_limit;
+        best = a;
+      }
+    }
+  }
+  bench_figures_t lim;
+  bench_figures(run, row, 0, &lim);
+  fprintf(f, " | %10.2f %7.3f", row->limit_median * 1e6, lim.limit_bw);
+  if (best >= 0) {
+    fprintf(f, " | %7.3f %5.1f%%  %s", best_busbw, best_pct, o->algs[best]);
+    if (best == run->auto_index && row->auto_pick != NULL) {
+      fprintf(f, " (%s)", row->auto_pick);
+    }
+  } else {
+    fprintf(f, " | %7s %6s  %s", "-", "-", "-");
+  }
+  long failures = 0;
+  for (int a = 0; a < o->nalgs; a++) {
+    failures += row->alg[a].failures;
+  }
+  if (failures > 0) {
+    fprintf(f, "  CHECK FAILED (%ld)", failures);
+  }
+  fputc('\n', f);
+  fflush(f);
+}
+
+/* "1.23x" and "85.0%", or "-" where a range has no sizes. */
+static const char *fmt_ratio(char *buf, double v) {
+  snprintf(buf, 24, isnan(v) ? "-" : "%.2fx", v);
+  return buf;
+}
+
+static const char *fmt_pct(char *buf, double v) {
+  snprintf(buf, 24, isnan(v) ? "-" : "%.1f%%", v);
+  return buf;
+}
+
+void bench_table_summary(FILE *f, const bench_run_t *run) {
+  const bench_opts_t *o = run->opts;
+  summary_t s;
+  summarize(run, &s);
+  fprintf(f, "#\n");
+  if (run->mpi_index >= 0) {
+    fprintf(f, "# Speedup vs MPI_Allreduce, median over the sizes of each range (> 1: faster):\n");
+    fprintf(f, "#   %-20s %14s %14s %16s %18s\n", "algorithm", "small <=4 KiB", "medium",
+            "large >=4 MiB", "large busbw %limit");
+    fprintf(f, "#   %-20s %14d %14d %16d\n", "(sizes)", s.nrange[0], s.nrange[1], s.nrange[2]);
+    for (int a = 0; a < o->nalgs; a++) {
+      if (a == run->mpi_index) {
+        continue;
+      }
+      char c[4][24];
+      fprintf(f, "#   %-20s %14s %14s %16s %18s\n", o->algs[a], fmt_ratio(c[0], s.speedup[a][0]),
+              fmt_ratio(c[1], s.speedup[a][1]), fmt_ratio(c[2], s.speedup[a][2]),
+              fmt_pct(c[3], s.pct_large[a]));
+    }
+    char c[24];
+    fprintf(f, "#   %-20s %14s %14s %16s %18s\n", "mpi", "", "", "",
+            fmt_pct(c, s.pct_large[run->mpi_index]));
+  } else {
+    fprintf(f, "# Busbw in %% of the point-to-point limit at >= 4 MiB, median over sizes:\n");
+    for (int a = 0; a < o->nalgs; a++) {
+      char c[24];
+      fprintf(f, "#   %-20s %6s\n", o->algs[a], fmt_pct(c, s.pct_large[a]));
+    }
+  }
+  if (!isnan(s.limit_large)) {
+    fprintf(f, "# Point-to-point limit at >= 4 MiB: %.3f GB/s (median over sizes)\n",
+            s.limit_large);
+  }
+  if (s.have_auto_vs_mpi) {
+    char sz[32];
+    fprintf(f, "# auto vs mpi, worst case: %.2fx at %s (auto picked %s)\n", s.auto_worst,
+            bench_format_size(s.auto_worst_bytes, sz, sizeof sz),
+            s.auto_worst_pick ? s.auto_worst_pick : "?");
+    fprintf(f, "# Targets at p=2 (judged on auto):\n");
+    for (int t = 0; t < s.ntargets; t++) {
+      fprintf(f, "#   %-62s %8.2f%s  target %s %.2f%s  %s\n", s.targets[t].what, s.targets[t].value,
+              s.targets[t].unit, s.targets[t].at_most ? "<=" : ">=", s.targets[t].target,
+              s.targets[t].unit, target_met(&s, t) ? "met" : "NOT met");
+    }
+  }
+  fflush(f);
+}
+
+/* ---- CSV -------------------------------------------------------------------------------- */
+
+void bench_csv_header(FILE *f) {
+  fprintf(f, "bytes,count,dtype,op,nranks,inplace,algorithm,selected,iters,warmup,"
+             "time_us_median,time_us_min,time_us_max,algbw_GBps,busbw_GBps,limit_bytes,"
+             "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures\n");
+}
+
+/* A number, or an empty field where it is undefined, so that gnuplot and csv readers skip it. */
+static void csv_num(FILE *f, const char *fmt, double v) {
+  fputc(',', f);
+  if (isfinite(v)) {
+    fprintf(f, fmt, v);
+  }
+}
+
+void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
+  const bench_opts_t *o = run->opts;
+  for (int a = 0; a < o->nalgs; a++) {
+    bench_figures_t fig;
+    bench_figures(run, row, a, &fig);
+    const char *selected = o->algs[a];
+    if (a == run->auto_index && row->auto_pick != NULL) {
+      selected = row->auto_pick;
+    }
+    fprintf(f, "%zu,%zu,%s,%s,%d,%d,%s,%s,%d,%d", row->bytes, row->count,
+            mpiar_dtype_name(o->dtype), mpiar_op_name(o->op), run->nranks, o->inplace, o->algs[a],
+            selected, row->iters, row->warmup);
+    csv_num(f, "%.3f", row->alg[a].median * 1e6);
+    csv_num(f, "%.3f", row->alg[a].min * 1e6);
+    csv_num(f, "%.3f", row->alg[a].max * 1e6);
+    csv_num(f, "%.6f", fig.algbw);
+    csv_num(f, "%.6f", fig.busbw);
+    fprintf(f, ",%zu", row->limit_bytes);
+    csv_num(f, "%.3f", row->limit_median * 1e6);
+    csv_num(f, "%.6f", fig.limit_bw);
+    csv_num(f, "%.2f", fig.pct_limit);
+    csv_num(f, "%.4f", fig.speedup);
+    fprintf(f, ",%ld\n", row->alg[a].failures);
+  }
+  fflush(f);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      fprintf(f, "\\%c", *p);
+    } else if (*p < 0x20) {
+      fprintf(f, "\\u%04x", *p);
+    } else {
+      fputc(*p, f);
+    }
+  }
+  fputc('"', f);
+}
+
+/* JSON has no NaN or infinity: an undefined figure is null. */
+static void json_num(FILE *f, double v) {
+  if (isfinite(v)) {
+    fprintf(f, "%.9g", v);
+  } else {
+    fputs("null", f);
+  }
+}
+
+int bench_json_write(FILE *f, const bench_run_t *run) {
+  const bench_opts_t *o = run->opts;
+  summary_t s;
+  summarize(run, &s);
+  fprintf(f, "{\n  \"program\": \"mpiar-bench\",\n  \"mpiar_version\": ");
+  json_str(f, mpiar_version());
+  fprintf(f, ",\n  \"date\": ");
+  json_str(f, run->date);
+  fprintf(f, ",\n  \"host\": ");
+  json_str(f, run->host);
+  fprintf(f, ",\n  \"mpi_library\": ");
+  json_str(f, run->mpi_library);
+  fprintf(f, ",\n  \"kernel\": ");
+  json_str(f, run->kernel);
+  fprintf(f, ",\n  \"nranks\": %d,\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n", run->nranks,
+          mpiar_dtype_name(o->dtype), mpiar_op_name(o->op));
+  fprintf(f, "  \"inplace\": %s,\n  \"validate\": %s,\n", o->inplace ? "true" : "false",
+          o->validate ? "true" : "false");
+  fprintf(f, "  \"definitions\": {\n"
+             "    \"time_us\": \"time of one allreduce on the slowest rank, microseconds, "
+             "median/min/max over repetitions\",\n"
+             "    \"algbw_GBps\": \"bytes / median time, 1e9 bytes per second\",\n"
+             "    \"busbw_GBps\": \"algbw * 2(p-1)/p\",\n"
+             "    \"limit\": \"paired MPI_Isend/MPI_Irecv of limit_bytes = 2(p-1)/p * bytes per "
+             "rank; bw_GBps = limit_bytes / median time\",\n"
+             "    \"busbw_pct_limit\": \"busbw / limit bw * 100\",\n"
+             "    \"speedup_vs_mpi\": \"median time of mpi / median time of the algorithm; > 1 "
+             "is faster than MPI_Allreduce\"\n  },\n");
+  fprintf(f, "  \"algorithms\": [");
+  for (int a = 0; a < o->nalgs; a++) {
+    fprintf(f, "%s", a ? ", " : "");
+    json_str(f, o->algs[a]);
+  }
+  fprintf(f, "],\n  \"results\": [");
+  for (int r = 0; r < run->nrows; r++) {
+    const bench_row_t *row = &run->rows[r];
+    bench_figures_t lim;
+    bench_figures(run, row, 0, &lim);
+    fprintf(f, "%s\n    {\"bytes\": %zu, \"count\": %zu, \"iters\": %d, \"warmup\": %d,\n",
+            r ? "," : "", row->bytes, row->count, row->iters, row->warmup);
+    fprintf(f, "     \"limit\": {\"bytes\": %zu, \"time_us\": ", row->limit_bytes);
+    json_num(f, row->limit_median * 1e6);
+    fprintf(f, ", \"bw_GBps\": ");
+    json_num(f, lim.limit_bw);
+    fprintf(f, "},\n     \"auto_selected\": ");
+    if (row->auto_pick != NULL) {
+      json_str(f, row->auto_pick);
+      fprintf(f, ", \"auto_segment_bytes\": %zu", row->auto_segment);
+    } else {
+      fputs("null", f);
+    }
+    fprintf(f, ",\n     \"algorithms\": {");
+    for (int a = 0; a < o->nalgs; a++) {
+      bench_figures_t fig;
+      bench_figures(run, row, a, &fig);
+      fprintf(f, "%s\n       ", a ? "," : "");
+      json_str(f, o->algs[a]);
+      fprintf(f, ": {\"time_us\": {\"median\": ");
+      json_num(f, row->alg[a].median * 1e6);
+      fprintf(f, ", \"min\": ");
+      json_num(f, row->alg[a].min * 1e6);
+      fprintf(f, ", \"max\": ");
+      json_num(f, row->alg[a].max * 1e6);
+      fprintf(f, "}, \"algbw_GBps\": ");
+      json_num(f, fig.algbw);
+      fprintf(f, ", \"busbw_GBps\": ");
+      json_num(f, fig.busbw);
+      fprintf(f, ", \"busbw_pct_limit\": ");
+      json_num(f, fig.pct_limit);
+      fprintf(f, ", \"speedup_vs_mpi\": ");
+      json_num(f, fig.speedup);
+      fprintf(f, ", \"failures\": %ld}", row->alg[a].failures);
+    }
+    fprintf(f, "}}");
+  }
+  fprintf(f, "\n  ],\n  \"summary\": {\n    \"ranges\": {\"small\": {\"max_bytes\": %zu, \"sizes\": "
+             "%d}, \"medium\": {\"sizes\": %d}, \"large\": {\"min_bytes\": %zu, \"sizes\": %d}},\n",
+          BENCH_SMALL_MAX_BYTES, s.nrange[0], s.nrange[1], BENCH_LARGE_MIN_BYTES, s.nrange[2]);
+  fprintf(f, "    \"median_speedup_vs_mpi\": {");
+  int first = 1;
+  for (int a = 0; a < o->nalgs; a++) {
+    if (a == run->mpi_index || run->mpi_index < 0) {
+      continue;
+    }
+    fprintf(f, "%s\n      ", first ? "" : ",");
+    first = 0;
+    json_str(f, o->algs[a]);
+    fprintf(f, ": {");
+    for (int g = 0; g < 3; g++) {
+      fprintf(f, "%s\"%s\": ", g ? ", " : "", range_names[g]);
+      json_num(f, s.speedup[a][g]);
+    }
+    fputc('}', f);
+  }
+  fprintf(f, "},\n    \"large_busbw_pct_limit\": {");
+  for (int a = 0; a < o->nalgs; a++) {
+    fprintf(f, "%s", a ? ", " : "");
+    json_str(f, o->algs[a]);
+    fprintf(f, ": ");
+    json_num(f, s.pct_large[a]);
+  }
+  fprintf(f, "},\n    \"large_limit_GBps\": ");
+  json_num(f, s.limit_large);
+  fprintf(f, ",\n    \"auto_vs_mpi_worst\": ");
+  if (s.have_auto_vs_mpi) {
+    fprintf(f, "{\"speedup\": ");
+    json_num(f, s.auto_worst);
+    fprintf(f, ", \"bytes\": %zu, \"selected\": ", s.auto_worst_bytes);
+    if (s.auto_worst_pick != NULL) {
+      json_str(f, s.auto_worst_pick);
+    } else {
+      fputs("null", f);
+    }
+    fputc('}', f);
+  } else {
+    fputs("null", f);
+  }
+  fprintf(f, ",\n    \"targets\": [");
+  for (int t = 0; t < s.ntargets; t++) {
+    fprintf(f, "%s\n      {\"what\": ", t ? "," : "");
+    json_str(f, s.targets[t].what);
+    fprintf(f, ", \"value\": ");
+    json_num(f, s.targets[t].value);
+    fprintf(f, ", \"target\": ");
+    json_num(f, s.targets[t].target);
+    fprintf(f, ", \"at_most\": %s, \"met\": %s}", s.targets[t].at_most ? "true" : "false",
+            target_met(&s, t) ? "true" : "false");
+  }
+  fprintf(f, "]\n  }\n}\n");
+  return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Check that mpiar-bench's CSV and JSON are well formed and agree with each other.
+
+Reads both files back with the standard csv and json modules and checks the columns, that
+every size has every algorithm, the derived figures (busbw = algbw * 2(p-1)/p, speedup vs MPI,
+percentage of the limit), that the two files hold the same numbers, and that no result failed
+its check. With --plot-script, it also runs gnuplot on the CSV and checks the PNG and SVG files.
+
+Usage: check_outputs.py CSV JSON --nranks P [--require a,b] [--absent c] [--validated]
+                        [--gnuplot GNUPLOT --plot-script plot.gp --plot-dir DIR]
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+COLUMNS = [
+    "bytes", "count", "dtype", "op", "nranks", "inplace", "algorithm", "selected", "iters",
+    "warmup", "time_us_median", "time_us_min", "time_us_max", "algbw_GBps", "busbw_GBps",
+    "limit_bytes", "limit_us", "limit_GBps", "busbw_pct_limit", "speedup_vs_mpi", "failures",
+]
+
+errors = []
+
+
+def check(cond, msg):
+    if not cond:
+        errors.append(msg)
+    return cond
+
+
+def close(a, b, rel):
+    """Equal within a relative tolerance (the files print a limited number of digits)."""
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-9
+
+
+def num(text):
+    return float(text) if text != "" else None
+
+
+def reject_constant(name):
+    raise ValueError("JSON holds the non-standard constant " + name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("json")
+    ap.add_argument("--nranks", type=int, required=True)
+    ap.add_argument("--require", default="", help="algorithms the run must have compared")
+    ap.add_argument("--absent", default="", help="algorithms the run must not have compared")
+    ap.add_argument("--validated", action="store_true", help="the run used -c")
+    ap.add_argument("--gnuplot")
+    ap.add_argument("--plot-script")
+    ap.add_argument("--plot-dir")
+    args = ap.parse_args()
+    p = args.nranks
+
+    with open(args.csv, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        check(header == COLUMNS, "CSV header is %s" % header)
+        rows = [dict(zip(header, r)) for r in reader]
+        for r in rows:
+            check(len(r) == len(COLUMNS), "CSV row with %d fields" % len(r))
+
+    with open(args.json) as f:
+        doc = json.load(f, parse_constant=reject_constant)
+
+    algs = doc["algorithms"]
+    for a in filter(None, args.require.split(",")):
+        check(a in algs, "algorithm %s is missing from %s" % (a, algs))
+    for a in filter(None, args.absent.split(",")):
+        check(a not in algs, "algorithm %s should not be in %s" % (a, algs))
+    check(len(set(algs)) == len(algs), "algorithms repeat: %s" % algs)
+    check(doc["program"] == "mpiar-bench", "JSON program")
+    check(doc["nranks"] == p, "JSON nranks %s" % doc["nranks"])
+    check(doc["validate"] == args.validated, "JSON validate flag")
+    for key in ("mpiar_version", "date", "host", "mpi_library", "definitions", "dtype", "op"):
+        check(key in doc, "JSON lacks %s" % key)
+    has_mpi = "mpi" in algs
+
+    # The CSV: one line per size and algorithm, algorithms in the order of the run.
+    check(len(rows) == len(algs) * len(doc["results"]),
+          "CSV has %d rows for %d sizes x %d algorithms" % (len(rows), len(doc["results"]),
+                                                         len(algs)))
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(int(r["bytes"]), []).append(r)
+    sizes = [int(r["bytes"]) for r in rows[:: len(algs)]]
+    check(sizes == sorted(set(sizes)), "CSV sizes not strictly increasing: %s" % sizes)
+    for size, group in by_size.items():
+        check([g["algorithm"] for g in group] == algs, "size %d: algorithms %s" % (size, group))
+        mpi_time = None
+        for g in group:
+            if g["algorithm"] == "mpi":
+                mpi_time = float(g["time_us_median"])
+        for g in group:
+            where = "CSV %d bytes %s" % (size, g["algorithm"])
+            check(int(g["nranks"]) == p, where + ": nranks")
+            check(int(g["count"]) * {"int8": 1, "uint8": 1, "float16": 2, "bfloat16": 2,
+                                      "int32": 4, "uint32": 4, "float32": 4, "int64": 8,
+                                      "uint64": 8, "float64": 8}[g["dtype"]] == size,
+                  where + ": count * element size != bytes")
+            t, tmin, tmax = (float(g[k]) for k in ("time_us_median", "time_us_min",
+                                                    "time_us_max"))
+            check(0 < tmin <= t <= tmax, where + ": min <= median <= max fails")
+            algbw, busbw = float(g["algbw_GBps"]), float(g["busbw_GBps"])
+            check(close(algbw, size / (t * 1e-6) / 1e9, 1e-3), where + ": algbw")
+            check(close(busbw, algbw * 2 * (p - 1) / p, 1e-4), where + ": busbw")
+            lim_bytes = int(g["limit_bytes"])
+            check(lim_bytes == math.ceil(2 * (p - 1) * size / p), where + ": limit bytes")
+            if p > 1:
+                lim_bw = float(g["limit_GBps"])
+                check(close(lim_bw, lim_bytes / (float(g["limit_us"]) * 1e-6) / 1e9, 1e-3),
+                      where + ": limit bandwidth")
+                check(close(float(g["busbw_pct_limit"]), 100 * busbw / lim_bw, 1e-3),
+                      where + ": % of limit")
+            speedup = num(g["speedup_vs_mpi"])
+            if has_mpi:
+                check(speedup is not None and close(speedup, mpi_time / t, 2e-3),
+                      where + ": speedup vs mpi")
+                if g["algorithm"] == "mpi":
+                    check(speedup == 1.0, where + ": mpi's own speedup is not 1")
+            else:
+                check(speedup is None, where + ": speedup without mpi")
+            if g["algorithm"] == "auto":
+                check(g["selected"] not in ("auto", "mpi", ""), where + ": auto's pick")
+            else:
+                check(g["selected"] == g["algorithm"], where + ": selected")
+            check(int(g["failures"]) == 0, where + ": %s failed results" % g["failures"])
+
+    # The JSON holds the same numbers.
+    for res in doc["results"]:
+        size = res["bytes"]
+        group = {g["algorithm"]: g for g in by_size.get(size, [])}
+        check(list(res["algorithms"].keys()) == algs, "JSON %d: algorithms" % size)
+        for a, v in res["algorithms"].items():
+            g = group.get(a)
+            if not check(g is not None, "JSON %d %s not in the CSV" % (size, a)):
+                continue
+            check(close(v["time_us"]["median"], float(g["time_us_median"]), 1e-3),
+                  "JSON/CSV %d %s: median time" % (size, a))
+            check(close(v["busbw_GBps"], float(g["busbw_GBps"]), 1e-3),
+                  "JSON/CSV %d %s: busbw" % (size, a))
+            check(v["failures"] == 0, "JSON %d %s: failures" % (size, a))
+        if "auto" in algs:
+            check(res["auto_selected"] == group["auto"]["selected"], "JSON %d: auto pick" % size)
+
+    summary = doc["summary"]
+    for key in ("ranges", "median_speedup_vs_mpi", "large_busbw_pct_limit", "auto_vs_mpi_worst",
+                "targets"):
+        check(key in summary, "JSON summary lacks %s" % key)
+    n_small = sum(1 for s in sizes if s <= 4096)
+    n_large = sum(1 for s in sizes if s >= 4 << 20)
+    check(summary["ranges"]["small"]["sizes"] == n_small, "summary: small sizes")
+    check(summary["ranges"]["large"]["sizes"] == n_large, "summary: large sizes")
+    if has_mpi and "auto" in algs:
+        worst = min(float(g["speedup_vs_mpi"]) for g in rows if g["algorithm"] == "auto")
+        check(close(summary["auto_vs_mpi_worst"]["speedup"], worst, 2e-3), "summary: auto worst")
+        check(len(summary["targets"]) >= 2, "summary: targets")
+        for t in summary["targets"]:
+            met = t["value"] <= t["target"] if t["at_most"] else t["value"] >= t["target"]
+            check(t["met"] == met, "summary: target '%s' judged wrongly" % t["what"])
+
+    if args.plot_script:
+        os.makedirs(args.plot_dir, exist_ok=True)
+        proc = subprocess.run([args.gnuplot, "-c", args.plot_script, args.csv, args.plot_dir],
+                              capture_output=True, text=True)
+        check(proc.returncode == 0, "gnuplot failed: %s" % proc.stderr)
+        check("warning" not in proc.stderr.lower(), "gnuplot warned: %s" % proc.stderr)
+        for name in ("busbw", "latency", "speedup"):
+            png = os.path.join(args.plot_dir, name + ".png")
+            svg = os.path.join(args.plot_dir, name + ".svg")
+            if check(os.path.exists(png), "missing " + png):
+                with open(png, "rb") as f:
+                    check(f.read(8) == b"\x89PNG\r\n\x1a\n", png + " is not a PNG")
+                check(os.path.getsize(png) > 2000, png + " is nearly empty")
+            if check(os.path.exists(svg), "missing " + svg):
+                root = ET.parse(svg).getroot()
+                check(root.tag.endswith("svg"), svg + " is not SVG")
+                # Every algorithm appears in the legend of the bandwidth and latency plots.
+                if name != "speedup":
+                    text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+                    for a in algs:
+                        check(a in text, "%s: no legend entry for %s" % (svg, a))
+
+    for e in errors:
+        print("FAIL:", e)
+    if errors:
+        print("%d check(s) failed" % len(errors))
+        return 1
+    print("CSV (%d rows) and JSON (%d sizes) are well formed and agree" %
+          (len(rows), len(doc["results"])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
