@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The two entry points of the README, for a fresh Debian machine:
+#   ./run.sh bench   install what is missing, build, run the main job (mpiar-bench on 2 ranks)
+#   ./run.sh test    install what is missing, build, run the whole test suite
+# Options come from the environment: BUILD_DIR (default build), RESULTS_DIR (default results),
+# JOBS (default: the number of CPUs), CMAKE_ARGS (extra arguments for cmake).
+set -euo pipefail
+
+mode=${1:-}
+case "$mode" in
+  bench|test) ;;
+  *) echo "usage: $0 bench|test" >&2; exit 2 ;;
+esac
+
+cd "$(dirname "$0")"
+BUILD_DIR=${BUILD_DIR:-build}
+RESULTS_DIR=${RESULTS_DIR:-results}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+# Debian packages the build, the tests and the plots need.
+packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "run.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+  else
+    echo "run.sh: missing packages; run this as root, then run $0 again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+# shellcheck disable=SC2086
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+if [ "$mode" = test ]; then
+  cd "$BUILD_DIR"
+  exec ctest --output-on-failure -j "$JOBS"
+fi
+
+exec perf/bench/run-main.sh "$BUILD_DIR" "$RESULTS_DIR"

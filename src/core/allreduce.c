@@ -1,0 +1,210 @@
+/* The public collective calls: argument checks, context, selection, plan, execution. */
+#include <stdlib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "reduce_kernels/kernels.h"
+
+static int debug_enabled(void) {
+  static int value = -1;
+  if (value < 0) {
+    const char *v = getenv("MPIAR_DEBUG");
+    value = (v != NULL && strcmp(v, "0") != 0 && *v != '\0') ? 1 : 0;
+  }
+  return value;
+}
+
+/* Report a new choice once per communicator (rank 0 only) under MPIAR_DEBUG=1. */
+static void report_choice(mpiar__context_t *ctx, const char *coll, const char *name,
+                          const void *builder, size_t bytes, size_t segment_elems,
+                          size_t elem_size) {
+  if (!debug_enabled() || ctx->rank != 0) {
+    return;
+  }
+  size_t bucket = 0;
+  while (bucket < 64 && ((size_t)1 << bucket) < bytes) {
+    bucket++;
+  }
+  for (int i = 0; i < ctx->nreported; i++) {
+    if (ctx->reported[i].builder == builder && ctx->reported[i].segment_elems == segment_elems &&
+        ctx->reported[i].bytes_bucket == bucket) {
+      return;
+    }
+  }
+  int slot = ctx->nreported < 16 ? ctx->nreported++ : (int)(bucket % 16);
+  ctx->reported[slot].builder = builder;
+  ctx->reported[slot].segment_elems = segment_elems;
+  ctx->reported[slot].bytes_bucket = bucket;
+  fprintf(stderr, "mpiar: %s of %zu bytes on %d ranks: %s, segment %zu bytes\n", coll, bytes,
+          ctx->size, name, segment_elems * elem_size);
+}
+
+/* Checks shared by every collective before it touches the communicator. */
+static int check_common(const void *buf, size_t count, mpiar_dtype_t dtype, size_t *bytes) {
+  int rc = mpiar__check_mpi_state();
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  size_t es = mpiar_dtype_size(dtype);
+  if (es == 0) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid datatype %d", (int)dtype);
+  }
+  if (count > SIZE_MAX / es / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "count %zu is too large", count);
+  }
+  if (count > 0 && buf == NULL) {
+    return mpiar__error(MPIAR_ERR_NULL_BUFFER, "NULL buffer with count %zu", count);
+  }
+  *bytes = count * es;
+  return mpiar__kernels_init();
+}
+
+static int context_ready(MPI_Comm comm, mpiar__context_t **ctx) {
+  int rc = mpiar__context_get(comm, ctx);
+  if (rc == MPIAR_SUCCESS && (*ctx)->broken) {
+    rc = mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                      "an earlier call failed on this communicator (%s); free it and use a "
+                      "new one",
+                      (*ctx)->broken_reason);
+  }
+  return rc;
+}
+
+int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                       mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts) {
+  static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
+  mpiar__error_clear();
+  if (opts == NULL) {
+    opts = &defaults;
+  }
+  size_t bytes = 0;
+  int rc = check_common(recvbuf, count, dtype, &bytes);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if ((unsigned)op >= MPIAR_OP_COUNT) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid operation %d", (int)op);
+  }
+  if (!mpiar_op_supported(dtype, op)) {
+    return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "operation %s is not defined on %s",
+                        mpiar_op_name(op), mpiar_dtype_name(dtype));
+  }
+  int in_place = sendbuf == MPIAR_IN_PLACE || sendbuf == recvbuf;
+  if (!in_place && count > 0) {
+    if (sendbuf == NULL) {
+      return mpiar__error(MPIAR_ERR_NULL_BUFFER, "NULL send buffer with count %zu", count);
+    }
+    uintptr_t s = (uintptr_t)sendbuf, r = (uintptr_t)recvbuf;
+    if (s < r + bytes && r < s + bytes) {
+      return mpiar__error(MPIAR_ERR_OVERLAP,
+                          "send buffer %p and receive buffer %p overlap partially over %zu "
+                          "bytes",
+                          sendbuf, (void *)recvbuf, bytes);
+    }
+  }
+  long timeout_ms = 0;
+  if ((rc = mpiar__timeout_ms(opts->timeout_ms, &timeout_ms)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__context_t *ctx = NULL;
+  if ((rc = context_ready(comm, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  const mpiar__algorithm_t *alg = NULL;
+  size_t seg_bytes = 0;
+  rc = mpiar__select(opts->algorithm, opts->segment_bytes, bytes, mpiar_dtype_size(dtype),
+                     ctx->size, &alg, &seg_bytes);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (count == 0) {
+    return MPIAR_SUCCESS;
+  }
+  size_t es = mpiar_dtype_size(dtype);
+  mpiar__plan_key_t key = {
+      .coll = MPIAR__COLL_ALLREDUCE,
+      .count = count,
+      .elem_size = es,
+      .builder = alg,
+      .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED) ? (seg_bytes + es - 1) / es : 0,
+      .in_place = in_place,
+      .root = -1,
+  };
+  mpiar__plan_t *plan = NULL;
+  size_t built = mpiar__plans_built;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (mpiar__plans_built != built) {
+    report_choice(ctx, "allreduce", alg->name, alg, bytes, key.segment_elems, es);
+  }
+  rc = mpiar__execute(ctx, plan, in_place ? recvbuf : sendbuf, recvbuf, dtype, op, timeout_ms);
+  if (rc == MPIAR_SUCCESS && op == MPIAR_AVG && ctx->size > 1) {
+    mpiar__divide(recvbuf, recvbuf, count, dtype, (double)ctx->size);
+  }
+  return rc;
+}
+
+int mpiar_allreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                    mpiar_op_t op, MPI_Comm comm) {
+  return mpiar_allreduce_ex(sendbuf, recvbuf, count, dtype, op, comm, NULL);
+}
+
+int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                   const mpiar_options_t *opts) {
+  static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
+  mpiar__error_clear();
+  if (opts == NULL) {
+    opts = &defaults;
+  }
+  size_t bytes = 0;
+  int rc = check_common(buf, count, dtype, &bytes);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  long timeout_ms = 0;
+  if ((rc = mpiar__timeout_ms(opts->timeout_ms, &timeout_ms)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__context_t *ctx = NULL;
+  if ((rc = context_ready(comm, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (root < 0 || root >= ctx->size) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "root %d is not a rank of a %d-rank communicator",
+                        root, ctx->size);
+  }
+  const mpiar__algorithm_t *alg = NULL;
+  size_t es = mpiar_dtype_size(dtype);
+  if ((rc = mpiar__select_bcast(opts->algorithm, bytes, es, ctx->size, &alg)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (count == 0 || ctx->size == 1) {
+    return MPIAR_SUCCESS;
+  }
+  mpiar__plan_key_t key = {
+      .coll = MPIAR__COLL_BCAST,
+      .count = count,
+      .elem_size = es,
+      .builder = alg,
+      .segment_elems = 0,
+      .in_place = 1,
+      .root = root,
+  };
+  mpiar__plan_t *plan = NULL;
+  size_t built = mpiar__plans_built;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (mpiar__plans_built != built) {
+    report_choice(ctx, "bcast", alg->name, alg, bytes, 0, es);
+  }
+  /* Broadcast schedules copy and move bytes only: the datatype and operation are not used. */
+  return mpiar__execute(ctx, plan, buf, buf, dtype, MPIAR_SUM, timeout_ms);
+}
+
+int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm) {
+  return mpiar_bcast_ex(buf, count, dtype, root, comm, NULL);
+}

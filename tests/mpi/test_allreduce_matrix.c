@@ -1,0 +1,298 @@
+/*
+ * The MPI test matrix: algorithms x dtypes x ops x counts {0, 1, p-1, p, p+1, a prime, 1 MiB}
+ * x in-place. Inputs are chosen so that the exact answer is known (rank-valued integers, small
+ * integer-valued floats), plus random floats compared with a tolerance. Every result must also be
+ * bitwise identical on all ranks.
+ *
+ * Usage: test_allreduce_matrix [--quick]. --quick keeps every algorithm, dtype and op but trims
+ * the large counts, for oversubscribed runs where each message costs milliseconds.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "mpi_test.h"
+#include "reduce_kernels/kernels.h"
+
+static int rank, nranks;
+
+static int is_float(mpiar_dtype_t t) {
+  return t == MPIAR_FLOAT16 || t == MPIAR_BFLOAT16 || t == MPIAR_FLOAT32 || t == MPIAR_FLOAT64;
+}
+static int is_signed(mpiar_dtype_t t) {
+  return t == MPIAR_INT8 || t == MPIAR_INT32 || t == MPIAR_INT64;
+}
+
+static double getf(mpiar_dtype_t t, const void *buf, size_t i) {
+  switch (t) {
+  case MPIAR_FLOAT16: return mpiar__f16_to_f32(((const uint16_t *)buf)[i]);
+  case MPIAR_BFLOAT16: return mpiar__bf16_to_f32(((const uint16_t *)buf)[i]);
+  case MPIAR_FLOAT32: return ((const float *)buf)[i];
+  default: return ((const double *)buf)[i];
+  }
+}
+static void setf(mpiar_dtype_t t, void *buf, size_t i, double v) {
+  switch (t) {
+  case MPIAR_FLOAT16: ((uint16_t *)buf)[i] = mpiar__f32_to_f16((float)v); break;
+  case MPIAR_BFLOAT16: ((uint16_t *)buf)[i] = mpiar__f32_to_bf16((float)v); break;
+  case MPIAR_FLOAT32: ((float *)buf)[i] = (float)v; break;
+  default: ((double *)buf)[i] = v; break;
+  }
+}
+/* Integer element as raw bits, zero-extended. */
+static uint64_t getu(mpiar_dtype_t t, const void *buf, size_t i) {
+  switch (mpiar_dtype_size(t)) {
+  case 1: return ((const uint8_t *)buf)[i];
+  case 4: return ((const uint32_t *)buf)[i];
+  default: return ((const uint64_t *)buf)[i];
+  }
+}
+static void setu(mpiar_dtype_t t, void *buf, size_t i, uint64_t v) {
+  switch (mpiar_dtype_size(t)) {
+  case 1: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+  case 4: ((uint32_t *)buf)[i] = (uint32_t)v; break;
+  default: ((uint64_t *)buf)[i] = v; break;
+  }
+}
+static int64_t gets(mpiar_dtype_t t, uint64_t bits) {
+  switch (t) {
+  case MPIAR_INT8: return (int8_t)bits;
+  case MPIAR_INT32: return (int32_t)bits;
+  case MPIAR_INT64: return (int64_t)bits;
+  default: return (int64_t)bits;
+  }
+}
+static uint64_t mask_of(mpiar_dtype_t t) {
+  size_t s = mpiar_dtype_size(t);
+  return s == 8 ? ~(uint64_t)0 : (((uint64_t)1 << (8 * s)) - 1);
+}
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+/* Integer input of rank r at index i for op; every rank can compute every other's. */
+static uint64_t int_input(mpiar_op_t op, int r, size_t i) {
+  switch (op) {
+  case MPIAR_SUM: return (uint64_t)(r + 1) * (i % 5 + 1) + (i % 11 == 0 ? 100 : 0);
+  case MPIAR_PROD: return 1 + (i + (size_t)r) % 2 + (i % 13 == 0 ? 1 : 0);
+  case MPIAR_MIN:
+  case MPIAR_MAX: return (uint64_t)((int64_t)((i * 7 + (size_t)r * 13) % 201) - 100);
+  default: return mix(i * 1000003u + (uint64_t)r);
+  }
+}
+
+/* Small integer-valued float input: sums, products, minima stay exact in every float type. */
+static double float_input(mpiar_op_t op, int r, size_t i) {
+  switch (op) {
+  case MPIAR_PROD: return (double)(1 + (i + (size_t)r) % 2) * ((i % 3 == 0) ? -1 : 1);
+  case MPIAR_MIN:
+  case MPIAR_MAX: return (double)((int)((i * 7 + (size_t)r * 13) % 201) - 100);
+  default: return (double)((r + 1) % 4 + (int)(i % 3)) - 1.0;
+  }
+}
+
+static double random_input(int r, size_t i) {
+  return (double)(mix(i * 7919u + (uint64_t)r * 104729u) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+}
+
+static uint64_t fnv(const void *p, size_t n) {
+  const unsigned char *c = p;
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; i++) {
+    h = (h ^ c[i]) * 1099511628211ULL;
+  }
+  return h;
+}
+
+/* All ranks hold the same bits? */
+static int identical_everywhere(const void *buf, size_t bytes) {
+  uint64_t h = fnv(buf, bytes), lo = 0, hi = 0;
+  MPI_Allreduce(&h, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&h, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+static void fill(mpiar_dtype_t t, mpiar_op_t op, int random, int r, void *buf, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (is_float(t)) {
+      setf(t, buf, i, random ? random_input(r, i) : float_input(op, r, i));
+    } else {
+      setu(t, buf, i, int_input(op, r, i));
+    }
+  }
+}
+
+static uint64_t int_expected(mpiar_dtype_t t, mpiar_op_t op, size_t i) {
+  uint64_t m = mask_of(t);
+  uint64_t acc = int_input(op, 0, i) & m;
+  for (int r = 1; r < nranks; r++) {
+    uint64_t v = int_input(op, r, i) & m;
+    /* Signed types compare as signed values, unsigned ones as the raw (masked) bits. */
+    int less = is_signed(t) ? gets(t, v) < gets(t, acc) : v < acc;
+    int more = is_signed(t) ? gets(t, v) > gets(t, acc) : v > acc;
+    switch (op) {
+    case MPIAR_SUM: acc = (acc + v) & m; break;
+    case MPIAR_PROD: acc = (acc * v) & m; break;
+    case MPIAR_MIN: acc = less ? v : acc; break;
+    case MPIAR_MAX: acc = more ? v : acc; break;
+    case MPIAR_BAND: acc &= v; break;
+    case MPIAR_BOR: acc |= v; break;
+    default: acc ^= v; break;
+    }
+  }
+  return acc & m;
+}
+
+/* Expected float result in double, from the inputs as stored in the type (after rounding). */
+static double float_expected(mpiar_dtype_t t, mpiar_op_t op, int random, size_t i, double *mag) {
+  unsigned char tmp[8];
+  double acc = 0, sum_abs = 0;
+  for (int r = 0; r < nranks; r++) {
+    setf(t, tmp, 0, random ? random_input(r, i) : float_input(op, r, i));
+    double v = getf(t, tmp, 0);
+    sum_abs += fabs(v);
+    if (r == 0) {
+      acc = v;
+      continue;
+    }
+    switch (op) {
+    case MPIAR_PROD: acc *= v; break;
+    case MPIAR_MIN: acc = v < acc ? v : acc; break;
+    case MPIAR_MAX: acc = v > acc ? v : acc; break;
+    default: acc += v; break;
+    }
+  }
+  if (op == MPIAR_AVG) {
+    acc /= nranks;
+    sum_abs /= nranks;
+  }
+  *mag = sum_abs;
+  return acc;
+}
+
+static double eps_of(mpiar_dtype_t t) {
+  switch (t) {
+  case MPIAR_FLOAT16: return 0x1p-10;
+  case MPIAR_BFLOAT16: return 0x1p-7;
+  case MPIAR_FLOAT32: return 0x1p-23;
+  default: return 0x1p-52;
+  }
+}
+
+static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t count, int in_place,
+                     int random) {
+  size_t es = mpiar_dtype_size(t);
+  size_t bytes = count * es;
+  unsigned char *send = malloc(bytes + 64), *recv = malloc(bytes + 64);
+  fill(t, op, random, rank, send, count);
+  memset(recv, 0xA5, bytes + 64);
+  if (in_place) {
+    memcpy(recv, send, bytes);
+  }
+  mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+  opts.algorithm = alg;
+  int rc = mpiar_allreduce_ex(in_place ? MPIAR_IN_PLACE : send, recv, count, t, op,
+                              MPI_COMM_WORLD, &opts);
+  MT_CHECK(rc == MPIAR_SUCCESS, "%s %s %s count %zu in_place %d: %s: %s", alg,
+           mpiar_dtype_name(t), mpiar_op_name(op), count, in_place, mpiar_err_name(rc),
+           mpiar_last_error());
+  if (rc != MPIAR_SUCCESS) {
+    free(send);
+    free(recv);
+    return;
+  }
+  /* Nothing may be written past the end of the result. */
+  for (size_t k = 0; k < 64; k++) {
+    MT_CHECK(recv[bytes + k] == 0xA5, "%s wrote past the end at count %zu", alg, count);
+    if (recv[bytes + k] != 0xA5) {
+      break;
+    }
+  }
+  int bad = 0;
+  for (size_t i = 0; i < count && bad < 3; i++) {
+    if (is_float(t)) {
+      double mag = 0;
+      double want = float_expected(t, op, random, i, &mag);
+      double got = getf(t, recv, i);
+      /* Exact inputs give exact results, except for the rounding of an average; random inputs
+       * allow one rounding per rank. */
+      double tol = (random || op == MPIAR_AVG) ? (nranks + 1) * eps_of(t) * (mag + fabs(want))
+                                               : 0.0;
+      if (!(fabs(got - want) <= tol)) {
+        bad++;
+        MT_CHECK(0, "%s %s %s count %zu in_place %d random %d: [%zu] = %.9g, expected %.9g", alg,
+                 mpiar_dtype_name(t), mpiar_op_name(op), count, in_place, random, i, got, want);
+      }
+    } else {
+      uint64_t want = int_expected(t, op, i), got = getu(t, recv, i);
+      if (got != want) {
+        bad++;
+        MT_CHECK(0, "%s %s %s count %zu in_place %d: [%zu] = %#llx, expected %#llx", alg,
+                 mpiar_dtype_name(t), mpiar_op_name(op), count, in_place, i,
+                 (unsigned long long)got, (unsigned long long)want);
+      }
+    }
+  }
+  MT_CHECK(identical_everywhere(recv, bytes), "%s %s %s count %zu: results differ between ranks",
+           alg, mpiar_dtype_name(t), mpiar_op_name(op), count);
+  /* The send buffer is input only. */
+  if (!in_place) {
+    unsigned char *again = malloc(bytes + 1);
+    fill(t, op, random, rank, again, count);
+    MT_CHECK(memcmp(again, send, bytes) == 0, "%s modified the send buffer", alg);
+    free(again);
+  }
+  free(send);
+  free(recv);
+}
+
+int main(int argc, char **argv) {
+  mt_init(&argc, &argv);
+  rank = mt_rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  size_t p = (size_t)nranks;
+  size_t small_counts[] = {0, 1, p - 1, p, p + 1, 1009};
+  size_t nsmall = sizeof small_counts / sizeof small_counts[0];
+
+  int nalg = mpiar_algorithm_count();
+  MT_CHECK(nalg >= 3, "registry has %d algorithms", nalg);
+  for (int a = 0; a <= nalg; a++) {
+    /* The registry's algorithms, then "auto". */
+    const char *alg = a < nalg ? mpiar_algorithm_name(a) : "auto";
+    for (int t = 0; t < MPIAR_DTYPE_COUNT; t++) {
+      for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+        if (!mpiar_op_supported((mpiar_dtype_t)t, (mpiar_op_t)op)) {
+          continue;
+        }
+        for (size_t c = 0; c < nsmall; c++) {
+          /* Oversubscribed runs alternate in-place and not to halve their time. */
+          for (int ip = 0; ip < 2; ip++) {
+            if (quick && ((c + (size_t)ip + (size_t)op) % 2)) {
+              continue;
+            }
+            run_case(alg, (mpiar_dtype_t)t, (mpiar_op_t)op, small_counts[c], ip, 0);
+          }
+        }
+      }
+      /* 1 MiB of data: sum, plus random floats (sum and avg) compared with a tolerance. */
+      size_t big = ((size_t)1 << 20) / mpiar_dtype_size((mpiar_dtype_t)t);
+      if (quick) {
+        big = (big / 16) + 3;
+      }
+      run_case(alg, (mpiar_dtype_t)t, MPIAR_SUM, big, (t % 2), 0);
+      if (is_float((mpiar_dtype_t)t)) {
+        run_case(alg, (mpiar_dtype_t)t, MPIAR_SUM, 1009, 0, 1);
+        run_case(alg, (mpiar_dtype_t)t, MPIAR_AVG, big, 1, 1);
+      } else {
+        run_case(alg, (mpiar_dtype_t)t, MPIAR_BXOR, big, 1, 0);
+      }
+    }
+  }
+  return mt_finish("allreduce matrix");
+}

@@ -1,0 +1,121 @@
+/*
+ * Isolation and lifetime: user point-to-point traffic with the same tags interleaved with mpiar
+ * calls on the same communicator; several communicators from MPI_Comm_split used alternately;
+ * freeing a communicator releases its context; a cached plan is reused without building; steps
+ * longer than the message limit are split into several messages.
+ */
+#include <stdint.h>
+
+#include "core/context.h"
+#include "mpi_test.h"
+
+static int rank, size;
+
+static void check_sum(MPI_Comm comm, size_t count, const char *alg, const char *what) {
+  int csize = 0, crank = 0;
+  MPI_Comm_size(comm, &csize);
+  MPI_Comm_rank(comm, &crank);
+  int64_t *v = malloc(count * sizeof *v + 1);
+  for (size_t i = 0; i < count; i++) {
+    v[i] = (int64_t)(crank + 1) * (int64_t)(i + 1);
+  }
+  mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+  opts.algorithm = alg;
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_ex(MPIAR_IN_PLACE, v, count, MPIAR_INT64, MPIAR_SUM, comm,
+                                          &opts));
+  int64_t tri = (int64_t)csize * (csize + 1) / 2;
+  for (size_t i = 0; i < count; i++) {
+    if (v[i] != tri * (int64_t)(i + 1)) {
+      MT_CHECK(0, "%s %s: [%zu] = %lld, expected %lld", what, alg, i, (long long)v[i],
+               (long long)(tri * (int64_t)(i + 1)));
+      break;
+    }
+  }
+  free(v);
+}
+
+int main(int argc, char **argv) {
+  mt_init(&argc, &argv);
+  rank = mt_rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int nalg = mpiar_algorithm_count();
+
+  /* 1. User messages with the library's tags, posted around mpiar calls on the same comm. */
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+#define NTAGS 8
+  int sendv[NTAGS], recvv[NTAGS];
+  MPI_Request reqs[NTAGS];
+  for (int t = 0; t < NTAGS; t++) {
+    sendv[t] = rank * 100 + t;
+    MPI_Isend(&sendv[t], 1, MPI_INT, right, t, MPI_COMM_WORLD, &reqs[t]);
+  }
+  for (int a = 0; a < nalg; a++) {
+    check_sum(MPI_COMM_WORLD, 1000, mpiar_algorithm_name(a), "interleaved user traffic");
+  }
+  for (int t = 0; t < NTAGS; t++) {
+    MPI_Recv(&recvv[t], 1, MPI_INT, left, t, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MT_CHECK(recvv[t] == left * 100 + t, "user message tag %d = %d", t, recvv[t]);
+  }
+  MPI_Status statuses[NTAGS];
+  MPI_Waitall(NTAGS, reqs, statuses);
+  /* A user receive posted with MPI_ANY_TAG before the call must still get the user's message. */
+  int any = -1;
+  MPI_Request anyreq;
+  MPI_Irecv(&any, 1, MPI_INT, left, MPI_ANY_TAG, MPI_COMM_WORLD, &anyreq);
+  check_sum(MPI_COMM_WORLD, 333, "auto", "pending ANY_TAG receive");
+  int mine = 4242 + rank;
+  MPI_Send(&mine, 1, MPI_INT, right, 5, MPI_COMM_WORLD);
+  MPI_Wait(&anyreq, MPI_STATUS_IGNORE);
+  MT_CHECK(any == 4242 + left, "ANY_TAG receive got %d", any);
+
+  /* 2. Split communicators used alternately. */
+  MPI_Comm halves, reversed;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &halves);
+  MPI_Comm_split(MPI_COMM_WORLD, 0, size - rank, &reversed);
+  for (int round = 0; round < 3; round++) {
+    for (int a = 0; a < nalg; a++) {
+      const char *alg = mpiar_algorithm_name(a);
+      check_sum(halves, 97 + (size_t)round, alg, "halves");
+      check_sum(MPI_COMM_WORLD, 50, alg, "world");
+      check_sum(reversed, 1 + (size_t)round * 1000, alg, "reversed");
+    }
+  }
+
+  /* 3. A cache hit builds nothing. */
+  size_t built = mpiar__plans_built;
+  for (int i = 0; i < 5; i++) {
+    check_sum(MPI_COMM_WORLD, 1000, mpiar_algorithm_name(0), "cached");
+  }
+  MT_CHECK(mpiar__plans_built == built, "a cached call built %zu plans",
+           mpiar__plans_built - built);
+
+  /* 4. Freeing a communicator releases its context (and its private duplicate). */
+  int live = mpiar__live_contexts();
+  MPI_Comm_free(&halves);
+  MT_CHECK(mpiar__live_contexts() == live - 1, "live contexts %d -> %d after a free", live,
+           mpiar__live_contexts());
+  MPI_Comm_free(&reversed);
+  MT_CHECK(mpiar__live_contexts() == live - 2, "live contexts %d after two frees",
+           mpiar__live_contexts());
+  for (int i = 0; i < 20; i++) {
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    check_sum(dup, 10, "auto", "short-lived");
+    MPI_Comm_free(&dup);
+  }
+  MT_CHECK(mpiar__live_contexts() == live - 2, "contexts leak: %d live", mpiar__live_contexts());
+
+  /* 5. Steps longer than the message limit travel as several messages. The limit is read when a
+   * plan is built, so a new communicator gets plans built under the lowered limit. */
+  size_t saved = mpiar__max_message_bytes;
+  mpiar__max_message_bytes = 1000;
+  MPI_Comm split_comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &split_comm);
+  for (int a = 0; a < nalg; a++) {
+    check_sum(split_comm, 20011, mpiar_algorithm_name(a), "split messages");
+  }
+  MPI_Comm_free(&split_comm);
+  mpiar__max_message_bytes = saved;
+
+  return mt_finish("isolation");
+}
