@@ -1,0 +1,238 @@
+/*
+ * libmpiar_pmpi.so: MPI_Allreduce (and MPI_Allreduce_c where MPI has it) replaced through the MPI
+ * profiling interface, so that an unmodified MPI program runs its allreduces on mpiar when this
+ * library is preloaded or linked before the MPI library.
+ *
+ * A call runs on mpiar when its datatype and operation map to mpiar's (see typemap.c), the
+ * communicator is an intracommunicator and the arguments are ones MPI accepts. Everything else
+ * goes to PMPI_Allreduce unchanged, so MPI gives its own result or its own error; the choice
+ * depends only on arguments that MPI requires to be equal on every rank (count, datatype, op,
+ * communicator) and on the environment, so all ranks take the same path.
+ *
+ * MPI_Iallreduce and MPI_Allreduce_init are not defined here: they reach MPI directly until mpiar
+ * has nonblocking and persistent forms. MPI_Finalize is defined only to print the statistics.
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/common.h"
+#include "interpose/interpose.h"
+
+#define MPIAR_PMPI_EXPORT __attribute__((visibility("default")))
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static int enabled;
+static atomic_int mpi_initialized;
+static atomic_int mpi_finalized;
+/* Set while this thread is inside mpiar, so that a nested MPI_Allreduce goes straight to MPI. */
+static _Thread_local int in_mpiar;
+
+static void read_config(void) {
+  long value = 1;
+  if (mpiar__env_int("MPIAR_PMPI", 1, 0, 1, &value) != MPIAR_SUCCESS) {
+    /* The program cannot see an error here, and guessing is worse than MPI's own allreduce. */
+    fprintf(stderr, "mpiar_pmpi: %s; MPI_Allreduce passes through to MPI\n", mpiar_last_error());
+    value = 0;
+  }
+  enabled = (int)value;
+  mpiar__pmpi_stats_configure(getenv("MPIAR_PMPI_STATS"));
+}
+
+/* @return 1 once MPI is initialized and not yet finalized (cached after the first success). */
+static int mpi_usable(void) {
+  if (atomic_load_explicit(&mpi_finalized, memory_order_relaxed)) {
+    return 0;
+  }
+  if (atomic_load_explicit(&mpi_initialized, memory_order_relaxed)) {
+    return 1;
+  }
+  int flag = 0;
+  if (PMPI_Initialized(&flag) != MPI_SUCCESS || !flag) {
+    return 0;
+  }
+  if (PMPI_Finalized(&flag) != MPI_SUCCESS || flag) {
+    return 0;
+  }
+  atomic_store_explicit(&mpi_initialized, 1, memory_order_relaxed);
+  return 1;
+}
+
+/*
+ * Decide who runs a call. @return -1 for mpiar (with *call filled), else a fallback reason.
+ * Cheap checks come first; the intercommunicator test is an MPI call and comes last.
+ */
+static int classify(const void *sendbuf, const void *recvbuf, int64_t count, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm, mpiar__pmpi_call_t *call) {
+  pthread_once(&config_once, read_config);
+  if (!enabled) {
+    return MPIAR__PMPI_FB_DISABLED;
+  }
+  if (!mpi_usable()) {
+    return MPIAR__PMPI_FB_MPI_STATE;
+  }
+  if (in_mpiar) {
+    return MPIAR__PMPI_FB_NESTED;
+  }
+  if (count < 0) {
+    return MPIAR__PMPI_FB_COUNT;
+  }
+  if (comm == MPI_COMM_NULL) {
+    return MPIAR__PMPI_FB_COMM;
+  }
+  int reason = mpiar__pmpi_map(datatype, op, call);
+  if (reason >= 0) {
+    return reason;
+  }
+  if ((uint64_t)count > SIZE_MAX / call->user_size) {
+    return MPIAR__PMPI_FB_COUNT;
+  }
+  /* MPI reports a NULL buffer with a non-zero count and a send buffer equal to the receive
+   * buffer (MPI_IN_PLACE is the way to say that) as errors of its own; let it. */
+  if (count > 0 && (recvbuf == NULL || (sendbuf != MPI_IN_PLACE &&
+                                        (sendbuf == NULL || sendbuf == recvbuf)))) {
+    return MPIAR__PMPI_FB_BUFFER;
+  }
+  int inter = 0;
+  if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS) {
+    return MPIAR__PMPI_FB_COMM;
+  }
+  if (inter) {
+    return MPIAR__PMPI_FB_INTERCOMM;
+  }
+  return -1;
+}
+
+/*
+ * MPI_LAND, MPI_LOR and MPI_LXOR: reduce one 0/1 byte per element with BAND, BOR or BXOR (which
+ * agree with the logical operations on 0 and 1) and write the 0/1 result as the user's integer
+ * type. The user's receive buffer is written only after the reduction succeeded, so a failure
+ * leaves it as it was, in place or not.
+ */
+static int logical_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                             const mpiar__pmpi_call_t *call, MPI_Comm comm, int nranks,
+                             const mpiar_options_t *opts) {
+  if (nranks == 1) {
+    /* MPI applies no operation to a single rank's input, so the values come back unchanged
+     * rather than as 0/1: a plain copy, which BOR over one rank is. */
+    const void *in = (sendbuf == MPI_IN_PLACE) ? MPIAR_IN_PLACE : sendbuf;
+    return mpiar_allreduce_ex(in, recvbuf, count * call->user_size, MPIAR_UINT8, MPIAR_BOR, comm,
+                              opts);
+  }
+  const void *src = (sendbuf == MPI_IN_PLACE) ? recvbuf : sendbuf;
+  unsigned char *flags = malloc(count > 0 ? count : 1);
+  if (flags == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "%zu bytes for a logical reduction", count);
+  }
+  mpiar__pmpi_to_flags(flags, src, count, call->user_size);
+  int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, flags, count, MPIAR_UINT8, call->op, comm, opts);
+  if (rc == MPIAR_SUCCESS) {
+    mpiar__pmpi_from_flags(recvbuf, flags, count, call->user_size);
+  }
+  free(flags);
+  return rc;
+}
+
+/* @return 1 if the error handler of `comm` ends the program (MPI's default). */
+static int handler_is_fatal(MPI_Comm comm) {
+  MPI_Errhandler h = MPI_ERRHANDLER_NULL;
+  if (PMPI_Comm_get_errhandler(comm, &h) != MPI_SUCCESS) {
+    return 0;
+  }
+  int fatal = (h == MPI_ERRORS_ARE_FATAL);
+#if defined(MPI_ERRORS_ABORT)
+  fatal = fatal || (h == MPI_ERRORS_ABORT);
+#endif
+  PMPI_Errhandler_free(&h);
+  return fatal;
+}
+
+/*
+ * Report an mpiar failure the way MPI reports its own: the communicator's error handler is
+ * invoked with the MPI error class, which is also returned. When that handler is about to end
+ * the program, the detail of the failure is printed first, since nothing else will show it.
+ */
+static int raise_error(MPI_Comm comm, int code) {
+  int cls = mpiar__pmpi_error_class(code);
+  if (handler_is_fatal(comm)) {
+    fprintf(stderr, "mpiar_pmpi: MPI_Allreduce failed: %s: %s\n", mpiar_err_name(code),
+            mpiar_last_error());
+  }
+  PMPI_Comm_call_errhandler(comm, cls);
+  return cls;
+}
+
+/* Run a call that classify() accepted. */
+static int accelerate(const void *sendbuf, void *recvbuf, size_t count,
+                      const mpiar__pmpi_call_t *call, MPI_Comm comm) {
+  int nranks = 0;
+  int mrc = PMPI_Comm_size(comm, &nranks);
+  if (mrc != MPI_SUCCESS) {
+    mpiar__pmpi_stats_error();
+    return mrc;
+  }
+  size_t wire_count = count * call->scale;
+  size_t wire_bytes = wire_count * mpiar_dtype_size(call->dtype);
+  /* The algorithm "auto" would choose is asked for first and then passed explicitly, so the
+   * statistics name the algorithm that really ran. */
+  const char *algorithm = NULL;
+  size_t segment = 0;
+  int rc = mpiar_select(wire_bytes, nranks, &algorithm, &segment);
+  if (rc == MPIAR_SUCCESS) {
+    mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+    opts.algorithm = algorithm;
+    opts.segment_bytes = segment;
+    in_mpiar = 1;
+    if (call->logical) {
+      rc = logical_allreduce(sendbuf, recvbuf, count, call, comm, nranks, &opts);
+    } else {
+      const void *src = (sendbuf == MPI_IN_PLACE) ? MPIAR_IN_PLACE : sendbuf;
+      rc = mpiar_allreduce_ex(src, recvbuf, wire_count, call->dtype, call->op, comm, &opts);
+    }
+    in_mpiar = 0;
+  }
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__pmpi_stats_error();
+    return raise_error(comm, rc);
+  }
+  mpiar__pmpi_stats_accelerated(algorithm, count * call->user_size);
+  return MPI_SUCCESS;
+}
+
+MPIAR_PMPI_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  mpiar__pmpi_call_t call;
+  int reason = classify(sendbuf, recvbuf, count, datatype, op, comm, &call);
+  if (reason >= 0) {
+    mpiar__pmpi_stats_fallback(reason);
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  return accelerate(sendbuf, recvbuf, (size_t)count, &call, comm);
+}
+
+#if MPIAR_PMPI_HAVE_ALLREDUCE_C
+MPIAR_PMPI_EXPORT int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count,
+                                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  mpiar__pmpi_call_t call;
+  int reason = classify(sendbuf, recvbuf, (int64_t)count, datatype, op, comm, &call);
+  if (reason >= 0) {
+    mpiar__pmpi_stats_fallback(reason);
+    return PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  return accelerate(sendbuf, recvbuf, (size_t)count, &call, comm);
+}
+#endif
+
+MPIAR_PMPI_EXPORT int MPI_Finalize(void) {
+  pthread_once(&config_once, read_config);
+  int flag = 0;
+  if (PMPI_Initialized(&flag) == MPI_SUCCESS && flag && PMPI_Finalized(&flag) == MPI_SUCCESS &&
+      !flag) {
+    mpiar__pmpi_stats_report();
+  }
+  atomic_store_explicit(&mpi_finalized, 1, memory_order_relaxed);
+  return PMPI_Finalize();
+}
