@@ -143,9 +143,11 @@ static int build(mpiar__schedule_t *s, int variant) {
         /* This member hands its reduced half to the partner's continuing member and waits. */
         const int dest = holder(w, upper, rem);
         const long sdeps[] = {last};
+        const long pre_snd = snd;
         MPIAR__STEP(snd, mpiar__sched_send(s, dest, 1, cur, klen, sdeps, 1));
-        const long deps2[] = {snd};
-        MPIAR__STEP(id, mpiar__sched_recv(s, mate, tag_post, mpiar__out(0), n, deps2, 1));
+        /* The result overwrites both halves: the one each send reads must be sent first. */
+        const long deps2[] = {pre_snd, snd};
+        MPIAR__STEP(id, mpiar__sched_recv(s, mate, tag_post, mpiar__out(0), n, deps2, 2));
         return MPIAR_SUCCESS;
       }
     }

@@ -1,0 +1,878 @@
+/*
+ * The simulator's event loop (see sim.h for the model and the checks).
+ *
+ * Every step of every rank gets a global id. Events (a step completing, a transfer ending) are
+ * processed in time order, ties in the order they were scheduled, so a run is deterministic.
+ * Matching: a hash table keyed by (destination, source, tag) holds, per key, a FIFO of either
+ * posted sends waiting for a receive or posted receives waiting for a send; a new post pops the
+ * oldest entry of the other kind. That is MPI's matching rule without wildcards.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/common.h"
+#include "reduce_kernels/kernels.h"
+#include "sim/sim.h"
+
+enum { EV_DONE = 0, EV_XFER_END = 1 };
+
+typedef struct event {
+  double t;
+  uint64_t seq;
+  int64_t gid;
+  int type;
+} event_t;
+
+typedef struct slot {
+  uint64_t key; /* 0: empty; else key + 1 */
+  int64_t head, tail;
+  int kind; /* MPIAR__STEP_SEND or _RECV while non-empty; -1 when empty */
+} slot_t;
+
+typedef struct sim {
+  const mpiar__sim_config_t *cfg;
+  mpiar__sim_result_t *res;
+  int p;
+  size_t es; /* element size */
+  mpiar__schedule_t *sched;
+  int64_t *base; /* first global id of each rank, p + 1 entries */
+  int64_t nsteps;
+  int *rank_of;
+  uint32_t *remaining;
+  int64_t *link;           /* SEND: matched receive; RECV: matched send; -1 */
+  int64_t *mnext;          /* FIFO link in the matching table */
+  int64_t *pnext;          /* FIFO link in a send-port queue */
+  uint8_t *arrived;        /* SEND: transfer over */
+  unsigned char **payload; /* SEND: data captured when posted (data mode) */
+  /* ports and compute */
+  int64_t *port_head, *port_tail;
+  uint8_t *send_busy, *recv_busy, *waiting;
+  int *wait_next, *wait_head, *wait_tail;
+  double *compute_free;
+  /* matching table */
+  slot_t *table;
+  size_t table_mask;
+  /* events */
+  event_t *heap;
+  size_t nheap, heap_cap;
+  uint64_t seq;
+  int64_t done;
+  double now;
+  int failed;
+  /* data */
+  unsigned char **in, **out, **tmp, **orig;
+  uint8_t **out_init, **tmp_init;
+} sim_t;
+
+static int fail(sim_t *m, const char *fmt, ...) MPIAR__PRINTF(2, 3);
+static int fail(sim_t *m, const char *fmt, ...) {
+  if (!m->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->res->error, sizeof m->res->error, fmt, ap);
+    va_end(ap);
+    m->failed = 1;
+    m->res->ok = 0;
+  }
+  return -1;
+}
+
+/* ---- events ---- */
+
+static int ev_less(const event_t *a, const event_t *b) {
+  return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static int push(sim_t *m, int type, double t, int64_t gid) {
+  if (m->nheap == m->heap_cap) {
+    size_t cap = m->heap_cap ? 2 * m->heap_cap : 1024;
+    event_t *h = realloc(m->heap, cap * sizeof *h);
+    if (h == NULL) {
+      return fail(m, "out of memory (event queue)");
+    }
+    m->heap = h;
+    m->heap_cap = cap;
+  }
+  event_t e = {t, m->seq++, gid, type};
+  size_t i = m->nheap++;
+  while (i > 0) {
+    size_t up = (i - 1) / 2;
+    if (!ev_less(&e, &m->heap[up])) {
+      break;
+    }
+    m->heap[i] = m->heap[up];
+    i = up;
+  }
+  m->heap[i] = e;
+  return 0;
+}
+
+static event_t pop(sim_t *m) {
+  event_t top = m->heap[0], last = m->heap[--m->nheap];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= m->nheap) {
+      break;
+    }
+    if (c + 1 < m->nheap && ev_less(&m->heap[c + 1], &m->heap[c])) {
+      c++;
+    }
+    if (!ev_less(&m->heap[c], &last)) {
+      break;
+    }
+    m->heap[i] = m->heap[c];
+    i = c;
+  }
+  if (m->nheap > 0) {
+    m->heap[i] = last;
+  }
+  return top;
+}
+
+/* ---- matching table ---- */
+
+static slot_t *lookup(sim_t *m, uint64_t key) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(h >> 20) & m->table_mask;
+  for (;;) {
+    slot_t *s = &m->table[i];
+    if (s->key == 0) {
+      s->key = key + 1;
+      s->head = s->tail = -1;
+      s->kind = -1;
+      return s;
+    }
+    if (s->key == key + 1) {
+      return s;
+    }
+    i = (i + 1) & m->table_mask;
+  }
+}
+
+static uint64_t match_key(const sim_t *m, int dst, int src, int tag) {
+  return ((uint64_t)dst * (uint64_t)m->p + (uint64_t)src) * MPIAR__TAG_LIMIT + (uint64_t)tag;
+}
+
+/* ---- data helpers ---- */
+
+static const mpiar__step_t *step_of(const sim_t *m, int64_t gid, int *rank) {
+  int r = m->rank_of[gid];
+  *rank = r;
+  return &m->sched[r].steps[gid - m->base[r]];
+}
+
+static unsigned char *addr(sim_t *m, int r, mpiar__operand_t o) {
+  switch (o.buf) {
+  case MPIAR__BUF_INPUT:
+    return m->in[r] + o.off * m->es;
+  case MPIAR__BUF_OUTPUT:
+    return m->out[r] + o.off * m->es;
+  default:
+    return m->tmp[r] + o.off * m->es;
+  }
+}
+
+static uint8_t *init_map(sim_t *m, int r, mpiar__operand_t o) {
+  if (o.buf == MPIAR__BUF_SCRATCH) {
+    return m->tmp_init[r] + o.off;
+  }
+  if (o.buf == MPIAR__BUF_OUTPUT || m->sched[r].in_place) {
+    return m->out_init[r] ? m->out_init[r] + o.off : NULL;
+  }
+  return NULL; /* INPUT is always initialised */
+}
+
+static int check_read(sim_t *m, int r, int64_t gid, mpiar__operand_t o, size_t count) {
+  uint8_t *map = init_map(m, r, o);
+  if (map == NULL || count == 0) {
+    return 0;
+  }
+  const uint8_t *hole = memchr(map, 0, count);
+  if (hole != NULL) {
+    return fail(m, "%s rank %d step %lld reads uninitialised %s[%zu]", m->cfg->algorithm->name, r,
+                (long long)(gid - m->base[r]), o.buf == MPIAR__BUF_SCRATCH ? "scratch" : "output",
+                o.off + (size_t)(hole - map));
+  }
+  return 0;
+}
+
+static void mark_written(sim_t *m, int r, mpiar__operand_t o, size_t count) {
+  uint8_t *map = init_map(m, r, o);
+  if (map != NULL) {
+    memset(map, 1, count);
+  }
+}
+
+/* ---- step life cycle ---- */
+
+static int complete(sim_t *m, int64_t gid, double t);
+
+static int try_start(sim_t *m, int q) {
+  if (m->send_busy[q] || m->port_head[q] < 0) {
+    return 0;
+  }
+  int64_t g = m->port_head[q];
+  int r;
+  const mpiar__step_t *st = step_of(m, g, &r);
+  const int d = st->peer;
+  if (m->recv_busy[d]) {
+    if (!m->waiting[q]) {
+      m->waiting[q] = 1;
+      m->wait_next[q] = -1;
+      if (m->wait_tail[d] < 0) {
+        m->wait_head[d] = q;
+      } else {
+        m->wait_next[m->wait_tail[d]] = q;
+      }
+      m->wait_tail[d] = q;
+    }
+    return 0;
+  }
+  m->port_head[q] = m->pnext[g];
+  if (m->port_head[q] < 0) {
+    m->port_tail[q] = -1;
+  }
+  m->send_busy[q] = 1;
+  m->recv_busy[d] = 1;
+  const double bytes = (double)(st->count * m->es);
+  return push(m, EV_XFER_END, m->now + m->cfg->cost.alpha + bytes * m->cfg->cost.beta, g);
+}
+
+static int pair_sizes_ok(sim_t *m, int64_t send, int64_t recv) {
+  int rs, rr;
+  const mpiar__step_t *s = step_of(m, send, &rs), *q = step_of(m, recv, &rr);
+  if (s->count != q->count) {
+    return fail(m, "%s: rank %d sends %zu elements (tag %d) to rank %d, which posted %zu (%s)",
+                m->cfg->algorithm->name, rs, s->count, s->tag, rr, q->count,
+                s->count > q->count ? "truncated" : "short message");
+  }
+  return 0;
+}
+
+static int make_ready(sim_t *m, int64_t gid, double t) {
+  int r;
+  const mpiar__step_t *st = step_of(m, gid, &r);
+  const size_t bytes = st->count * m->es;
+  switch (st->kind) {
+  case MPIAR__STEP_REDUCE:
+  case MPIAR__STEP_COPY: {
+    double start = t > m->compute_free[r] ? t : m->compute_free[r];
+    double end = start + (double)bytes * m->cfg->cost.gamma;
+    m->compute_free[r] = end;
+    return push(m, EV_DONE, end, gid);
+  }
+  case MPIAR__STEP_SEND: {
+    if (m->cfg->data) {
+      if (check_read(m, r, gid, st->a, st->count) != 0) {
+        return -1;
+      }
+      m->payload[gid] = malloc(bytes ? bytes : 1);
+      if (m->payload[gid] == NULL) {
+        return fail(m, "out of memory (message payload)");
+      }
+      memcpy(m->payload[gid], addr(m, r, st->a), bytes);
+    }
+    slot_t *s = lookup(m, match_key(m, st->peer, r, st->tag));
+    if (s->kind == MPIAR__STEP_RECV) {
+      int64_t rv = s->head;
+      s->head = m->mnext[rv];
+      if (s->head < 0) {
+        s->tail = -1;
+        s->kind = -1;
+      }
+      m->link[gid] = rv;
+      m->link[rv] = gid;
+      if (pair_sizes_ok(m, gid, rv) != 0) {
+        return -1;
+      }
+    } else {
+      m->mnext[gid] = -1;
+      if (s->tail < 0) {
+        s->head = gid;
+      } else {
+        m->mnext[s->tail] = gid;
+      }
+      s->tail = gid;
+      s->kind = MPIAR__STEP_SEND;
+    }
+    m->pnext[gid] = -1;
+    if (m->port_tail[r] < 0) {
+      m->port_head[r] = gid;
+    } else {
+      m->pnext[m->port_tail[r]] = gid;
+    }
+    m->port_tail[r] = gid;
+    return try_start(m, r);
+  }
+  default: { /* RECV */
+    slot_t *s = lookup(m, match_key(m, r, st->peer, st->tag));
+    if (s->kind == MPIAR__STEP_SEND) {
+      int64_t sd = s->head;
+      s->head = m->mnext[sd];
+      if (s->head < 0) {
+        s->tail = -1;
+        s->kind = -1;
+      }
+      m->link[gid] = sd;
+      m->link[sd] = gid;
+      if (pair_sizes_ok(m, sd, gid) != 0) {
+        return -1;
+      }
+      if (m->arrived[sd]) {
+        return complete(m, gid, t);
+      }
+      return 0;
+    }
+    m->mnext[gid] = -1;
+    if (s->tail < 0) {
+      s->head = gid;
+    } else {
+      m->mnext[s->tail] = gid;
+    }
+    s->tail = gid;
+    s->kind = MPIAR__STEP_RECV;
+    return 0;
+  }
+  }
+}
+
+static int do_data(sim_t *m, int64_t gid) {
+  int r;
+  const mpiar__step_t *st = step_of(m, gid, &r);
+  const size_t bytes = st->count * m->es;
+  mpiar_op_t op = m->cfg->op == MPIAR_AVG ? MPIAR_SUM : m->cfg->op;
+  switch (st->kind) {
+  case MPIAR__STEP_RECV:
+    memcpy(addr(m, r, st->dst), m->payload[m->link[gid]], bytes);
+    free(m->payload[m->link[gid]]);
+    m->payload[m->link[gid]] = NULL;
+    mark_written(m, r, st->dst, st->count);
+    return 0;
+  case MPIAR__STEP_REDUCE:
+    if (check_read(m, r, gid, st->a, st->count) || check_read(m, r, gid, st->b, st->count)) {
+      return -1;
+    }
+    mpiar__reduce(addr(m, r, st->dst), addr(m, r, st->a), addr(m, r, st->b), st->count,
+                  m->cfg->dtype, op);
+    mark_written(m, r, st->dst, st->count);
+    return 0;
+  case MPIAR__STEP_COPY:
+    if (check_read(m, r, gid, st->a, st->count)) {
+      return -1;
+    }
+    memmove(addr(m, r, st->dst), addr(m, r, st->a), bytes);
+    mark_written(m, r, st->dst, st->count);
+    return 0;
+  default:
+    return 0;
+  }
+}
+
+static int complete(sim_t *m, int64_t gid, double t) {
+  int r;
+  const mpiar__step_t *st = step_of(m, gid, &r);
+  (void)st;
+  if (m->cfg->data && do_data(m, gid) != 0) {
+    return -1;
+  }
+  m->done++;
+  if (t > m->res->time_s) {
+    m->res->time_s = t;
+  }
+  const mpiar__schedule_t *s = &m->sched[r];
+  const int64_t local = gid - m->base[r];
+  for (uint32_t i = s->succ_first[local]; i < s->succ_first[local + 1]; i++) {
+    const int64_t succ = m->base[r] + s->succ[i];
+    if (--m->remaining[succ] == 0 && make_ready(m, succ, t) != 0) {
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int xfer_end(sim_t *m, int64_t g) {
+  int q;
+  const mpiar__step_t *st = step_of(m, g, &q);
+  const int d = st->peer;
+  m->send_busy[q] = 0;
+  m->recv_busy[d] = 0;
+  m->arrived[g] = 1;
+  if (complete(m, g, m->now) != 0) {
+    return -1;
+  }
+  if (m->link[g] >= 0 && complete(m, m->link[g], m->now) != 0) {
+    return -1;
+  }
+  if (try_start(m, q) != 0) {
+    return -1;
+  }
+  /* Senders that waited for this receive port try again, in the order they started waiting. */
+  int w = m->wait_head[d];
+  m->wait_head[d] = m->wait_tail[d] = -1;
+  while (w >= 0) {
+    int nx = m->wait_next[w];
+    m->waiting[w] = 0;
+    if (try_start(m, w) != 0) {
+      return -1;
+    }
+    w = nx;
+  }
+  return 0;
+}
+
+/* ---- setup, inputs and verification ---- */
+
+int mpiar__sim_build(const mpiar__sim_config_t *cfg, int rank, mpiar__schedule_t *s) {
+  const size_t es = mpiar_dtype_size(cfg->dtype);
+  const int bcast = cfg->collective == MPIAR__SIM_BCAST;
+  mpiar__schedule_init(s, rank, cfg->nranks, cfg->count, es, bcast ? 1 : cfg->in_place,
+                       cfg->algorithm->name, cfg->segment_elems);
+  if (bcast) {
+    s->root = cfg->root;
+  }
+  int rc = cfg->algorithm->build(s);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__schedule_finalize(s);
+  }
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__schedule_destroy(s);
+  }
+  return rc;
+}
+
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int is_float(mpiar_dtype_t d) {
+  return d == MPIAR_FLOAT16 || d == MPIAR_BFLOAT16 || d == MPIAR_FLOAT32 || d == MPIAR_FLOAT64;
+}
+
+static double get_f(const void *p, mpiar_dtype_t d, size_t i) {
+  switch (d) {
+  case MPIAR_FLOAT16:
+    return mpiar__f16_to_f32(((const uint16_t *)p)[i]);
+  case MPIAR_BFLOAT16:
+    return mpiar__bf16_to_f32(((const uint16_t *)p)[i]);
+  case MPIAR_FLOAT32:
+    return ((const float *)p)[i];
+  default:
+    return ((const double *)p)[i];
+  }
+}
+
+static void put_f(void *p, mpiar_dtype_t d, size_t i, double v) {
+  switch (d) {
+  case MPIAR_FLOAT16:
+    ((uint16_t *)p)[i] = mpiar__f32_to_f16((float)v);
+    break;
+  case MPIAR_BFLOAT16:
+    ((uint16_t *)p)[i] = mpiar__f32_to_bf16((float)v);
+    break;
+  case MPIAR_FLOAT32:
+    ((float *)p)[i] = (float)v;
+    break;
+  default:
+    ((double *)p)[i] = v;
+    break;
+  }
+}
+
+/* A quiet NaN whose payload names the rank, so that operand order shows in the result bits. */
+static void put_nan(void *p, mpiar_dtype_t d, size_t i, int r) {
+  switch (d) {
+  case MPIAR_FLOAT16:
+    ((uint16_t *)p)[i] = (uint16_t)(0x7e00u | ((unsigned)r & 0x1ffu));
+    break;
+  case MPIAR_BFLOAT16:
+    ((uint16_t *)p)[i] = (uint16_t)(0x7fc0u | ((unsigned)r & 0x3fu));
+    break;
+  case MPIAR_FLOAT32: {
+    uint32_t b = 0x7fc00000u | ((uint32_t)r & 0x3fffffu);
+    memcpy((float *)p + i, &b, 4);
+    break;
+  }
+  default: {
+    uint64_t b = 0x7ff8000000000000ull | (uint64_t)r;
+    memcpy((double *)p + i, &b, 8);
+    break;
+  }
+  }
+}
+
+static void fill_input(const mpiar__sim_config_t *cfg, int r, unsigned char *buf) {
+  const size_t n = cfg->count, es = mpiar_dtype_size(cfg->dtype);
+  uint64_t st = cfg->seed * 0x100000001B3ull + (uint64_t)r * 0xD1B54A32D192ED03ull;
+  if (!is_float(cfg->dtype)) {
+    for (size_t i = 0; i < n; i++) {
+      uint64_t x = splitmix(&st);
+      memcpy(buf + i * es, &x, es);
+    }
+    return;
+  }
+  const double p = cfg->nranks;
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(splitmix(&st) >> 11) * 0x1.0p-53; /* [0, 1) */
+    double v = cfg->op == MPIAR_PROD ? 1.0 + (2 * u - 1) / (2 * p) : 2 * u - 1;
+    put_f(buf, cfg->dtype, i, v);
+    if (cfg->nan_inputs && (i + (size_t)r) % 7 == 0 && r % 3 != 1) {
+      put_nan(buf, cfg->dtype, i, r);
+    }
+  }
+}
+
+static double unit_roundoff(mpiar_dtype_t d) {
+  switch (d) {
+  case MPIAR_FLOAT16:
+    return 0x1.0p-11;
+  case MPIAR_BFLOAT16:
+    return 0x1.0p-8;
+  case MPIAR_FLOAT32:
+    return 0x1.0p-24;
+  default:
+    return 0x1.0p-53;
+  }
+}
+
+/* Compare rank 0's result with a reference built from the original inputs. */
+static int verify_reference(sim_t *m) {
+  const mpiar__sim_config_t *cfg = m->cfg;
+  const size_t n = cfg->count, es = m->es;
+  const int p = m->p;
+  const unsigned char *res = m->out[0];
+  const int exact = !is_float(cfg->dtype) || cfg->op == MPIAR_MIN || cfg->op == MPIAR_MAX;
+  if (exact) {
+    /* Integer operations wrap and are associative and commutative; MIN/MAX pick an input. */
+    unsigned char *acc = malloc(n * es + 1);
+    if (acc == NULL) {
+      return fail(m, "out of memory (reference)");
+    }
+    memcpy(acc, m->orig[0], n * es);
+    for (int r = 1; r < p; r++) {
+      mpiar__reduce(acc, acc, m->orig[r], n, cfg->dtype, cfg->op);
+    }
+    for (size_t i = 0; i < n; i++) {
+      if (memcmp(acc + i * es, res + i * es, es) != 0 &&
+          !(is_float(cfg->dtype) && isnan(get_f(acc, cfg->dtype, i)) &&
+            isnan(get_f(res, cfg->dtype, i)))) {
+        free(acc);
+        return fail(m, "%s p=%d n=%zu %s %s: element %zu differs from the reference",
+                    cfg->algorithm->name, p, n, mpiar_dtype_name(cfg->dtype),
+                    mpiar_op_name(cfg->op), i);
+      }
+    }
+    free(acc);
+    return 0;
+  }
+  const double u = unit_roundoff(cfg->dtype);
+  for (size_t i = 0; i < n; i++) {
+    double ref = cfg->op == MPIAR_PROD ? 1.0 : 0.0, mag = 0.0;
+    for (int r = 0; r < p; r++) {
+      double x = get_f(m->orig[r], cfg->dtype, i);
+      ref = cfg->op == MPIAR_PROD ? ref * x : ref + x;
+      mag += fabs(x);
+    }
+    double scale = cfg->op == MPIAR_PROD ? fabs(ref) : mag;
+    if (cfg->op == MPIAR_AVG) {
+      ref /= p;
+      scale /= p;
+    }
+    double got = get_f(res, cfg->dtype, i);
+    if (isnan(ref) || isnan(got)) {
+      if (!(isnan(ref) && isnan(got))) {
+        return fail(m, "%s p=%d: element %zu is %g, reference %g", cfg->algorithm->name, p, i, got,
+                    ref);
+      }
+      continue;
+    }
+    /* Each of the p-1 roundings, plus the final one, is at most u relative to the magnitudes. */
+    double tol = 2.0 * (p + 1) * u * scale + 1e-300;
+    double err = fabs(got - ref) / tol;
+    if (err > m->res->max_error) {
+      m->res->max_error = err;
+    }
+    if (err > 1.0) {
+      return fail(m, "%s p=%d n=%zu %s %s: element %zu is %.17g, reference %.17g (tolerance %g)",
+                  cfg->algorithm->name, p, n, mpiar_dtype_name(cfg->dtype), mpiar_op_name(cfg->op),
+                  i, got, ref, tol);
+    }
+  }
+  return 0;
+}
+
+static int verify(sim_t *m) {
+  const mpiar__sim_config_t *cfg = m->cfg;
+  const size_t n = cfg->count, es = m->es;
+  for (int r = 0; r < m->p; r++) {
+    if (m->out_init[r] != NULL) {
+      const uint8_t *hole = memchr(m->out_init[r], 0, n);
+      if (hole != NULL) {
+        return fail(m, "%s: rank %d never wrote output element %zu", cfg->algorithm->name, r,
+                    (size_t)(hole - m->out_init[r]));
+      }
+    }
+  }
+  if (cfg->collective == MPIAR__SIM_BCAST) {
+    for (int r = 0; r < m->p; r++) {
+      if (memcmp(m->out[r], m->orig[cfg->root], n * es) != 0) {
+        return fail(m, "%s: rank %d does not hold the root's data", cfg->algorithm->name, r);
+      }
+    }
+    return 0;
+  }
+  if (cfg->op == MPIAR_AVG) {
+    for (int r = 0; r < m->p; r++) {
+      mpiar__divide(m->out[r], m->out[r], n, cfg->dtype, (double)m->p);
+    }
+  }
+  for (int r = 1; r < m->p; r++) {
+    if (memcmp(m->out[r], m->out[0], n * es) != 0) {
+      size_t i = 0;
+      while (memcmp(m->out[r] + i * es, m->out[0] + i * es, es) == 0) {
+        i++;
+      }
+      return fail(m, "%s p=%d n=%zu: rank %d differs from rank 0 at element %zu (bitwise)",
+                  cfg->algorithm->name, m->p, n, r, i);
+    }
+  }
+  return verify_reference(m);
+}
+
+static void free_sim(sim_t *m) {
+  if (m->sched != NULL) {
+    for (int r = 0; r < m->p; r++) {
+      mpiar__schedule_destroy(&m->sched[r]);
+    }
+  }
+  if (m->payload != NULL) {
+    for (int64_t g = 0; g < m->nsteps; g++) {
+      free(m->payload[g]);
+    }
+  }
+  for (int r = 0; r < m->p; r++) {
+    if (m->in != NULL && m->in[r] != m->out[r] && m->in[r] != m->orig[r]) {
+      free(m->in[r]);
+    }
+    if (m->out != NULL) {
+      free(m->out[r]);
+    }
+    if (m->orig != NULL) {
+      free(m->orig[r]);
+    }
+    if (m->tmp != NULL) {
+      free(m->tmp[r]);
+    }
+    if (m->out_init != NULL) {
+      free(m->out_init[r]);
+    }
+    if (m->tmp_init != NULL) {
+      free(m->tmp_init[r]);
+    }
+  }
+  void *arrays[] = {m->sched,     m->base,      m->rank_of,      m->remaining, m->link,
+                    m->mnext,     m->pnext,     m->arrived,      m->payload,   m->port_head,
+                    m->port_tail, m->send_busy, m->recv_busy,    m->waiting,   m->wait_next,
+                    m->wait_head, m->wait_tail, m->compute_free, m->table,     m->heap,
+                    m->in,        m->out,       m->tmp,          m->orig,      m->out_init,
+                    m->tmp_init};
+  for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+    free(arrays[i]);
+  }
+}
+
+static int setup_data(sim_t *m) {
+  const mpiar__sim_config_t *cfg = m->cfg;
+  const int p = m->p, bcast = cfg->collective == MPIAR__SIM_BCAST;
+  const size_t nb = cfg->count * m->es;
+  m->in = calloc((size_t)p, sizeof *m->in);
+  m->out = calloc((size_t)p, sizeof *m->out);
+  m->orig = calloc((size_t)p, sizeof *m->orig);
+  m->tmp = calloc((size_t)p, sizeof *m->tmp);
+  m->out_init = calloc((size_t)p, sizeof *m->out_init);
+  m->tmp_init = calloc((size_t)p, sizeof *m->tmp_init);
+  m->payload = calloc((size_t)m->nsteps + 1, sizeof *m->payload);
+  if (!m->in || !m->out || !m->orig || !m->tmp || !m->out_init || !m->tmp_init || !m->payload) {
+    return -1;
+  }
+  for (int r = 0; r < p; r++) {
+    const size_t sc = m->sched[r].scratch_elems;
+    m->orig[r] = malloc(nb + 1);
+    m->out[r] = malloc(nb + 1);
+    m->tmp[r] = malloc(sc * m->es + 1);
+    m->tmp_init[r] = calloc(sc + 1, 1);
+    if (!m->orig[r] || !m->out[r] || !m->tmp[r] || !m->tmp_init[r]) {
+      return -1;
+    }
+    fill_input(cfg, r, m->orig[r]);
+    /* Untouched memory holds a pattern, so that a read the init map misses still shows. */
+    memset(m->out[r], 0xA5, nb);
+    memset(m->tmp[r], 0x5A, sc * m->es);
+    const int holds_input = bcast ? r == cfg->root : cfg->in_place;
+    if (holds_input) {
+      memcpy(m->out[r], m->orig[r], nb);
+      m->in[r] = m->out[r];
+    } else {
+      m->in[r] = m->orig[r];
+      m->out_init[r] = calloc(cfg->count + 1, 1);
+      if (m->out_init[r] == NULL) {
+        return -1;
+      }
+    }
+  }
+  return 0;
+}
+
+int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
+  sim_t sim, *m = &sim;
+  int rc = MPIAR_SUCCESS;
+  memset(res, 0, sizeof *res);
+  memset(m, 0, sizeof *m);
+  m->cfg = cfg;
+  m->res = res;
+  m->p = cfg->nranks;
+  m->es = mpiar_dtype_size(cfg->dtype);
+  if (cfg->algorithm == NULL || cfg->nranks < 1 || m->es == 0 ||
+      (cfg->collective == MPIAR__SIM_BCAST && (cfg->root < 0 || cfg->root >= cfg->nranks)) ||
+      (cfg->collective == MPIAR__SIM_ALLREDUCE && cfg->data &&
+       !mpiar_op_supported(cfg->dtype, cfg->op))) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid simulation parameters");
+  }
+  if (cfg->data) {
+    MPIAR__CHECK(mpiar__kernels_init());
+  }
+  const int p = m->p;
+  m->sched = calloc((size_t)p, sizeof *m->sched);
+  m->base = calloc((size_t)p + 1, sizeof *m->base);
+  if (m->sched == NULL || m->base == NULL) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation of %d ranks", p);
+  }
+  const int hazards = cfg->check_hazards < 0 ? p <= 64 : cfg->check_hazards;
+  res->hazards_checked = hazards;
+  res->ok = 1;
+  for (int r = 0; r < p; r++) {
+    MPIAR__CHECK(mpiar__sim_build(cfg, r, &m->sched[r]));
+    m->base[r + 1] = m->base[r] + (int64_t)m->sched[r].nsteps;
+    mpiar__schedule_totals_t t;
+    mpiar__schedule_totals(&m->sched[r], &t);
+    res->messages += t.messages_sent;
+    res->bytes_sent_total += t.bytes_sent;
+    res->steps += t.steps;
+    if (t.messages_sent > res->messages_max) {
+      res->messages_max = t.messages_sent;
+    }
+    if (t.bytes_sent > res->bytes_sent_max) {
+      res->bytes_sent_max = t.bytes_sent;
+    }
+    if (t.bytes_reduced > res->bytes_reduced_max) {
+      res->bytes_reduced_max = t.bytes_reduced;
+    }
+    if (t.scratch_bytes > res->scratch_bytes_max) {
+      res->scratch_bytes_max = t.scratch_bytes;
+    }
+    if (!mpiar__sim_check_schedule(&m->sched[r], hazards, res->error, sizeof res->error)) {
+      res->ok = 0;
+      goto cleanup;
+    }
+  }
+  m->nsteps = m->base[p];
+  const size_t N = (size_t)m->nsteps + 1;
+  m->rank_of = malloc(N * sizeof *m->rank_of);
+  m->remaining = malloc(N * sizeof *m->remaining);
+  m->link = malloc(N * sizeof *m->link);
+  m->mnext = malloc(N * sizeof *m->mnext);
+  m->pnext = malloc(N * sizeof *m->pnext);
+  m->arrived = calloc(N, 1);
+  m->port_head = malloc((size_t)p * sizeof *m->port_head);
+  m->port_tail = malloc((size_t)p * sizeof *m->port_tail);
+  m->send_busy = calloc((size_t)p, 1);
+  m->recv_busy = calloc((size_t)p, 1);
+  m->waiting = calloc((size_t)p, 1);
+  m->wait_next = malloc((size_t)p * sizeof *m->wait_next);
+  m->wait_head = malloc((size_t)p * sizeof *m->wait_head);
+  m->wait_tail = malloc((size_t)p * sizeof *m->wait_tail);
+  m->compute_free = calloc((size_t)p, sizeof *m->compute_free);
+  size_t cap = 64;
+  while (cap < 2 * res->messages + 16) {
+    cap *= 2;
+  }
+  m->table = calloc(cap, sizeof *m->table);
+  m->table_mask = cap - 1;
+  if (!m->rank_of || !m->remaining || !m->link || !m->mnext || !m->pnext || !m->arrived ||
+      !m->port_head || !m->port_tail || !m->send_busy || !m->recv_busy || !m->waiting ||
+      !m->wait_next || !m->wait_head || !m->wait_tail || !m->compute_free || !m->table) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation of %lld steps", (long long)m->nsteps);
+  }
+  if (cfg->data && setup_data(m) != 0) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation buffers for %d ranks x %zu elements", p, cfg->count);
+  }
+  for (int r = 0; r < p; r++) {
+    m->port_head[r] = m->port_tail[r] = -1;
+    m->wait_head[r] = m->wait_tail[r] = -1;
+    for (int64_t g = m->base[r]; g < m->base[r + 1]; g++) {
+      m->rank_of[g] = r;
+      m->remaining[g] = m->sched[r].steps[g - m->base[r]].ndeps;
+      m->link[g] = -1;
+    }
+  }
+  /* Steps without dependencies are ready at time zero, rank by rank, in step order. */
+  for (int64_t g = 0; g < m->nsteps && !m->failed; g++) {
+    if (m->remaining[g] == 0) {
+      make_ready(m, g, 0.0);
+    }
+  }
+  while (m->nheap > 0 && !m->failed) {
+    event_t e = pop(m);
+    m->now = e.t;
+    if (e.type == EV_DONE) {
+      complete(m, e.gid, e.t);
+    } else {
+      xfer_end(m, e.gid);
+    }
+  }
+  if (m->failed) {
+    goto cleanup;
+  }
+  if (m->done != m->nsteps) {
+    /* Name the first step of the first rank that did not finish: the cycle runs through it. */
+    for (int r = 0; r < p; r++) {
+      for (int64_t g = m->base[r]; g < m->base[r + 1]; g++) {
+        if (m->remaining[g] == 0) {
+          const mpiar__step_t *st = &m->sched[r].steps[g - m->base[r]];
+          int blocked =
+              (st->kind == MPIAR__STEP_RECV && !(m->link[g] >= 0 && m->arrived[m->link[g]]));
+          if (blocked) {
+            fail(m, "%s p=%d: deadlock: rank %d step %lld (recv from %d tag %d) never matched",
+                 cfg->algorithm->name, p, r, (long long)(g - m->base[r]), st->peer, st->tag);
+            goto cleanup;
+          }
+        }
+      }
+    }
+    fail(m, "%s p=%d: deadlock: %lld of %lld steps completed", cfg->algorithm->name, p,
+         (long long)m->done, (long long)m->nsteps);
+    goto cleanup;
+  }
+  for (size_t i = 0; i <= m->table_mask; i++) {
+    if (m->table[i].key != 0 && m->table[i].kind == MPIAR__STEP_SEND) {
+      int r;
+      const mpiar__step_t *st = step_of(m, m->table[i].head, &r);
+      fail(m, "%s p=%d: unmatched message from rank %d to rank %d tag %d", cfg->algorithm->name, p,
+           r, st->peer, st->tag);
+      goto cleanup;
+    }
+  }
+  if (cfg->data) {
+    verify(m);
+  }
+
+cleanup:
+  free_sim(m);
+  return rc;
+}

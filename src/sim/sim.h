@@ -1,0 +1,93 @@
+/*
+ * In-process simulator: builds the schedules of all p ranks of one collective, runs them in one
+ * process with exact MPI matching (per source and tag, in posting order), moves real data through
+ * the real reduce kernels, checks everything that can go wrong, and reports the critical-path
+ * time under an alpha-beta-gamma cost model.
+ *
+ * Cost model: a message occupies the sender's send port and the receiver's receive port (one of
+ * each per rank, full duplex) for alpha + bytes * beta, starting when the SEND is ready and both
+ * ports are free (sends leave a rank in the order they became ready). A RECV completes when its
+ * message has arrived and the RECV is posted. REDUCE and COPY run one at a time per rank for
+ * bytes * gamma. A step is ready when its dependencies are complete. Data follows the same order:
+ * a send carries its buffer as it was when the send became ready.
+ *
+ * Checks: deadlock, unmatched messages, size mismatch (truncation), reads of uninitialised scratch
+ * or output (per element), out-of-range operands, writes to INPUT, partial overlap inside one
+ * step, unordered conflicting accesses of one rank (hazards: two steps touching overlapping memory,
+ * one writing, not ordered by dependencies), results that differ between ranks (bitwise) and
+ * results that differ from a reference (integers exactly, floats within a tolerance).
+ */
+#ifndef MPIAR_SIM_H
+#define MPIAR_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algorithms/algorithms.h"
+#include "mpiar.h"
+
+typedef enum mpiar__sim_collective {
+  MPIAR__SIM_ALLREDUCE = 0,
+  MPIAR__SIM_BCAST
+} mpiar__sim_collective_t;
+
+typedef struct mpiar__sim_config {
+  const mpiar__algorithm_t *algorithm; /* builder and name (allreduce or broadcast registry) */
+  int collective;                      /* mpiar__sim_collective_t */
+  int nranks;
+  size_t count;
+  mpiar_dtype_t dtype;
+  mpiar_op_t op; /* allreduce only; AVG runs SUM and divides by nranks afterwards */
+  int in_place;  /* allreduce only; broadcast is always in place */
+  int root;      /* broadcast only */
+  size_t segment_elems;
+  int data;          /* 1: real data and result checks; 0: matching and timing only */
+  int check_hazards; /* -1: when nranks <= 64; 0: never; 1: always */
+  int nan_inputs;    /* floats: put NaNs with rank-specific payloads into the inputs */
+  uint64_t seed;
+  mpiar__cost_params_t cost;
+} mpiar__sim_config_t;
+
+/* Defaults: allreduce, float32 sum, data and hazard checks on, alpha 2 us, 10 GB/s, 20 GB/s. */
+#define MPIAR__SIM_CONFIG_INIT                                                                     \
+  {                                                                                                \
+    NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, {            \
+      2e-6, 1e-10, 5e-11                                                                           \
+    }                                                                                              \
+  }
+
+typedef struct mpiar__sim_result {
+  int ok;                  /* 1: ran to completion and every check passed */
+  char error[512];         /* the first problem found, when !ok */
+  double time_s;           /* critical-path time of the whole collective */
+  size_t messages;         /* messages sent, all ranks */
+  size_t messages_max;     /* the most messages any rank sends */
+  size_t bytes_sent_total; /* all ranks */
+  size_t bytes_sent_max;   /* the most bytes any rank sends */
+  size_t bytes_reduced_max;
+  size_t scratch_bytes_max;
+  size_t steps;        /* all ranks */
+  int hazards_checked; /* 1 if the hazard check ran */
+  double max_error;    /* floats: largest error relative to the tolerance scale */
+} mpiar__sim_result_t;
+
+/*
+ * Build rank @p rank's schedule for @p cfg into @p s (initialised here, finalized; the caller
+ * destroys it). @return MPIAR_SUCCESS or the builder's error.
+ */
+int mpiar__sim_build(const mpiar__sim_config_t *cfg, int rank, mpiar__schedule_t *s);
+
+/*
+ * Run one collective. @return MPIAR_SUCCESS when the simulation ran (res->ok tells whether the
+ * schedules were correct), or MPIAR_ERR_INVALID_ARG / MPIAR_ERR_NOMEM / a builder's error.
+ */
+int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res);
+
+/*
+ * Static checks of one rank's schedule: operand ranges, no write to INPUT (unless in place), no
+ * partial overlap inside a step, and (when @p hazards) every pair of conflicting accesses ordered
+ * by dependencies. @return 1 if clean, 0 with a message in @p err otherwise.
+ */
+int mpiar__sim_check_schedule(const mpiar__schedule_t *s, int hazards, char *err, size_t errlen);
+
+#endif /* MPIAR_SIM_H */
