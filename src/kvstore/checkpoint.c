@@ -117,7 +117,7 @@ int mpiar_kv_load(mpiar_kv_t *kv, const char *path) {
     }
   }
   if (n > 0) {
-    MPIAR__CHECK(mpiar_bcast_ex(has_mom, n, MPIAR_UINT8, 0, kv->comm, &kv->ar));
+    MPIAR__CHECK(mpiar_bcast_ex(has_mom, n, MPIAR_UINT8, 0, kv->comm, &kv->bc));
   }
   if (kv->rank != 0) {
     own = calloc(n ? n : 1, sizeof *own);
@@ -141,9 +141,9 @@ int mpiar_kv_load(mpiar_kv_t *kv, const char *path) {
     if (bytes == 0) {
       continue;
     }
-    MPIAR__CHECK(mpiar_bcast_ex(staged[i]->value, bytes, MPIAR_UINT8, 0, kv->comm, &kv->ar));
+    MPIAR__CHECK(mpiar_bcast_ex(staged[i]->value, bytes, MPIAR_UINT8, 0, kv->comm, &kv->bc));
     if (has_mom[i]) {
-      MPIAR__CHECK(mpiar_bcast_ex(staged[i]->momentum, bytes, MPIAR_UINT8, 0, kv->comm, &kv->ar));
+      MPIAR__CHECK(mpiar_bcast_ex(staged[i]->momentum, bytes, MPIAR_UINT8, 0, kv->comm, &kv->bc));
     }
   }
   /* Everything arrived: only now does the store change, by swapping buffers (cannot fail). */

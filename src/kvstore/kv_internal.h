@@ -100,7 +100,8 @@ struct mpiar_kv {
   mpiar_op_t op;             /* pushpull's reduction: MPIAR_SUM or MPIAR_AVG */
   char *algorithm;           /* owned copy of the algorithm option, or NULL */
   int verify;
-  mpiar_options_t ar;        /* options of every allreduce and broadcast the store runs */
+  mpiar_options_t ar;        /* options of every allreduce the store runs */
+  mpiar_options_t bc;        /* options of every broadcast (no algorithm name) */
   mpiar__kv_table_t table;
   mpiar_kv_optimizer_t opt;
   unsigned char *fusion;     /* fusion buffer, grown up to fusion_bytes and kept */

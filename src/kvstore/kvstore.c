@@ -68,7 +68,7 @@ int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *wha
       /* Only worker 0 failed: it sends its detail so that every worker reports the same. */
       char msg[512];
       snprintf(msg, sizeof msg, "%s", saved);
-      rc = mpiar_bcast_ex(msg, sizeof msg, MPIAR_UINT8, 0, kv->comm, &kv->ar);
+      rc = mpiar_bcast_ex(msg, sizeof msg, MPIAR_UINT8, 0, kv->comm, &kv->bc);
       if (rc != 0) {
         return rc;
       }
@@ -193,6 +193,9 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
     }
   }
   kv->ar.algorithm = kv->algorithm;
+  /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
+  kv->bc = kv->ar;
+  kv->bc.algorithm = NULL;
   kv->op = o.op;
   kv->verify = o.verify;
 
@@ -348,7 +351,7 @@ int mpiar_kv_init(mpiar_kv_t *kv, mpiar_kv_key_t key, mpiar_dtype_t dtype, size_
     if (kv->rank == 0) {
       memcpy(e->value, value, e->bytes);
     }
-    MPIAR__CHECK(mpiar_bcast_ex(e->value, e->bytes, MPIAR_UINT8, 0, kv->comm, &kv->ar));
+    MPIAR__CHECK(mpiar_bcast_ex(e->value, e->bytes, MPIAR_UINT8, 0, kv->comm, &kv->bc));
     if (kv->rank != 0) {
       memcpy(value, e->value, e->bytes);
     }
@@ -495,6 +498,27 @@ static int flush_pack(mpiar_kv_t *kv, size_t np, const void *const *ins, void *c
   return MPIAR_SUCCESS;
 }
 
+/* Local checks that step adds to those of pushpull, and the momentum state it needs. */
+static int step_prepare(const mpiar_kv_t *kv, mpiar__kv_entry_t *e, const char *what) {
+  if (kv->opt.kind != MPIAR_KV_OPTIMIZER_SGD) {
+    return mpiar__error(MPIAR_ERR_UNSUPPORTED, "%s: no optimizer is set (mpiar_kv_set_optimizer)",
+                        what);
+  }
+  if (e->dtype != MPIAR_FLOAT32 && e->dtype != MPIAR_FLOAT64) {
+    return mpiar__error(MPIAR_ERR_UNSUPPORTED,
+                        "%s: the SGD optimizer updates float32 and float64 keys, not %s", what,
+                        mpiar_dtype_name(e->dtype));
+  }
+  if (kv->opt.momentum != 0 && e->momentum == NULL) {
+    /* Momentum starts at zero; one byte for empty keys keeps "has momentum" meaningful. */
+    e->momentum = calloc(e->bytes ? e->bytes : 1, 1);
+    if (e->momentum == NULL) {
+      return mpiar__error(MPIAR_ERR_NOMEM, "%s: momentum of %zu bytes", what, e->bytes);
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
 /*
  * Local checks of a batch: resolve the keys into kv->batch, check the buffers, size the fusion
  * buffer. @return the local result and, in *hash, the hash of the call's key sequence.
@@ -521,6 +545,9 @@ static int batch_prepare(mpiar_kv_t *kv, mpiar__kv_call_t call, size_t n,
     }
     const mpiar__kv_entry_t *e = kv->batch[i];
     const void *in = ins[i] == MPIAR_IN_PLACE ? outs[i] : ins[i];
+    if (call == MPIAR__KV_STEP_BATCH && (rc = step_prepare(kv, kv->batch[i], what)) != 0) {
+      return rc;
+    }
     rc = check_tensor(kv, e, in, outs[i], op, what);
     if (rc != 0) {
       return rc;
@@ -627,7 +654,7 @@ int mpiar_kv_broadcast(mpiar_kv_t *kv, mpiar_kv_key_t key, void *value, int root
   /* Broadcast always verifies: a wrong root would otherwise pair mismatched messages. */
   MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
   if (e->bytes > 0) {
-    MPIAR__CHECK(mpiar_bcast_ex(value, e->bytes, MPIAR_UINT8, root, kv->comm, &kv->ar));
+    MPIAR__CHECK(mpiar_bcast_ex(value, e->bytes, MPIAR_UINT8, root, kv->comm, &kv->bc));
     memcpy(e->value, value, e->bytes);
   }
 cleanup:
@@ -736,27 +763,6 @@ static void sgd_apply(const mpiar_kv_optimizer_t *o, mpiar__kv_entry_t *e, const
   }
 }
 
-/* Local checks that step adds to those of pushpull, and the momentum state it needs. */
-static int step_prepare(const mpiar_kv_t *kv, mpiar__kv_entry_t *e, const char *what) {
-  if (kv->opt.kind != MPIAR_KV_OPTIMIZER_SGD) {
-    return mpiar__error(MPIAR_ERR_UNSUPPORTED, "%s: no optimizer is set (mpiar_kv_set_optimizer)",
-                        what);
-  }
-  if (e->dtype != MPIAR_FLOAT32 && e->dtype != MPIAR_FLOAT64) {
-    return mpiar__error(MPIAR_ERR_UNSUPPORTED,
-                        "%s: the SGD optimizer updates float32 and float64 keys, not %s", what,
-                        mpiar_dtype_name(e->dtype));
-  }
-  if (kv->opt.momentum != 0 && e->momentum == NULL) {
-    /* Momentum starts at zero; one byte for empty keys keeps "has momentum" meaningful. */
-    e->momentum = calloc(e->bytes ? e->bytes : 1, 1);
-    if (e->momentum == NULL) {
-      return mpiar__error(MPIAR_ERR_NOMEM, "%s: momentum of %zu bytes", what, e->bytes);
-    }
-  }
-  return MPIAR_SUCCESS;
-}
-
 int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad) {
   mpiar__error_clear();
   int rc = check_kv(kv);
@@ -768,10 +774,10 @@ int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad) {
   mpiar__kv_entry_t *e = NULL;
   int local = find_key(kv, key, "step", &e);
   if (local == 0) {
-    local = check_tensor(kv, e, grad, grad, MPIAR_AVG, what);
+    local = step_prepare(kv, e, what);
   }
   if (local == 0) {
-    local = step_prepare(kv, e, what);
+    local = check_tensor(kv, e, grad, grad, MPIAR_AVG, what);
   }
   if (kv->verify) {
     uint64_t h = local == 0 ? entry_hash(MPIAR__KV_STEP, e) : 0;
@@ -797,11 +803,6 @@ int mpiar_kv_step_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys, vo
   const void *const *ins = (const void *const *)grads;
   int local =
       batch_prepare(kv, MPIAR__KV_STEP_BATCH, n, keys, ins, grads, MPIAR_AVG, "step_batch", &h);
-  for (size_t i = 0; local == 0 && i < n; i++) {
-    char wi[KV_WHAT_MAX];
-    snprintf(wi, sizeof wi, "step_batch (key %zu of %zu)", i, n);
-    local = step_prepare(kv, kv->batch[i], wi);
-  }
   if (kv->verify) {
     MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
   } else if (local != 0) {

@@ -1,0 +1,207 @@
+/*
+ * The checkpoint file without MPI: a round trip of integer and string keys of several dtypes
+ * with and without momentum; every single-byte change of a small file and every truncation at
+ * 1/8 steps detected as MPIAR_ERR_CORRUPT; a missing file, bad magic, other version and extra
+ * bytes; and an atomic save that leaves no temporary file and replaces the old file whole.
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kv_test.h"
+#include "kvstore/kv_internal.h"
+
+static char dir[256];
+
+static mpiar__kv_entry_t *make(mpiar_kv_key_t key, mpiar_dtype_t dtype, size_t count, int mom,
+                               unsigned seed) {
+  mpiar__kv_entry_t *e = mpiar__kv_entry_new(key, dtype, count);
+  KV_EXPECT(e != NULL, "allocation");
+  if (e->bytes > 0) {
+    e->value = malloc(e->bytes);
+    KV_EXPECT(e->value != NULL, "allocation");
+    for (size_t i = 0; i < e->bytes; i++) {
+      ((unsigned char *)e->value)[i] = (unsigned char)(seed * 31 + i * 7);
+    }
+  }
+  if (mom) {
+    e->momentum = malloc(e->bytes ? e->bytes : 1);
+    KV_EXPECT(e->momentum != NULL, "allocation");
+    for (size_t i = 0; i < e->bytes; i++) {
+      ((unsigned char *)e->momentum)[i] = (unsigned char)(seed * 17 + i * 3 + 1);
+    }
+  }
+  return e;
+}
+
+static int same_entry(const mpiar__kv_entry_t *a, const mpiar__kv_entry_t *b) {
+  if ((a->name == NULL) != (b->name == NULL)) {
+    return 0;
+  }
+  if (a->name != NULL ? strcmp(a->name, b->name) != 0 : a->id != b->id) {
+    return 0;
+  }
+  if (a->dtype != b->dtype || a->count != b->count || a->hash != b->hash) {
+    return 0;
+  }
+  if (a->bytes > 0 && memcmp(a->value, b->value, a->bytes) != 0) {
+    return 0;
+  }
+  if ((a->momentum == NULL) != (b->momentum == NULL)) {
+    return 0;
+  }
+  return a->momentum == NULL || a->bytes == 0 || memcmp(a->momentum, b->momentum, a->bytes) == 0;
+}
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  KV_EXPECT(f != NULL, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc(*len ? *len : 1);
+  KV_EXPECT(b != NULL && fread(b, 1, *len, f) == *len, "read %s", path);
+  fclose(f);
+  return b;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t len) {
+  FILE *f = fopen(path, "wb");
+  KV_EXPECT(f != NULL && fwrite(b, 1, len, f) == len, "write %s", path);
+  fclose(f);
+}
+
+static int read_rc(const char *path) {
+  mpiar__kv_entry_t **got = NULL;
+  size_t n = 0;
+  int rc = mpiar__ckpt_read(path, &got, &n);
+  if (rc == 0) {
+    mpiar__ckpt_free(got, n);
+  }
+  return rc;
+}
+
+/* Only the final file may remain in the directory: no temporary file survives a save. */
+static void expect_only(const char *name) {
+  DIR *d = opendir(dir);
+  KV_EXPECT(d != NULL, "opendir %s", dir);
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+      continue;
+    }
+    KV_EXPECT(strcmp(de->d_name, name) == 0, "unexpected file '%s' in %s", de->d_name, dir);
+  }
+  closedir(d);
+}
+
+int main(void) {
+  snprintf(dir, sizeof dir, "/tmp/mpiar_kv_ckpt_XXXXXX");
+  KV_EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
+  char path[320], bad[320];
+  snprintf(path, sizeof path, "%s/model.ckpt", dir);
+  snprintf(bad, sizeof bad, "%s/bad.ckpt", dir);
+
+  mpiar__kv_entry_t *ents[6];
+  ents[0] = make(MPIAR_KV_INT(3), MPIAR_FLOAT32, 5, 1, 1);
+  ents[1] = make(MPIAR_KV_STR("3"), MPIAR_FLOAT64, 3, 0, 2);
+  ents[2] = make(MPIAR_KV_STR("layer1.weight"), MPIAR_BFLOAT16, 7, 0, 3);
+  ents[3] = make(MPIAR_KV_INT(-42), MPIAR_INT64, 2, 0, 4);
+  ents[4] = make(MPIAR_KV_STR(""), MPIAR_UINT8, 0, 0, 5);
+  ents[5] = make(MPIAR_KV_INT(INT64_MAX), MPIAR_FLOAT16, 4, 1, 6);
+  size_t n = sizeof ents / sizeof ents[0];
+
+  /* Round trip. */
+  KV_OK(mpiar__ckpt_write(path, ents, n));
+  expect_only("model.ckpt");
+  mpiar__kv_entry_t **got = NULL;
+  size_t ngot = 0;
+  KV_OK(mpiar__ckpt_read(path, &got, &ngot));
+  KV_EXPECT_EQ(ngot, n);
+  for (size_t i = 0; i < n; i++) {
+    KV_EXPECT(same_entry(ents[i], got[i]), "entry %zu differs after the round trip", i);
+  }
+  mpiar__ckpt_free(got, ngot);
+
+  /* An empty store is a valid checkpoint too. */
+  KV_OK(mpiar__ckpt_write(bad, NULL, 0));
+  KV_OK(mpiar__ckpt_read(bad, &got, &ngot));
+  KV_EXPECT_EQ(ngot, 0);
+  mpiar__ckpt_free(got, ngot);
+
+  size_t len = 0;
+  unsigned char *orig = slurp(path, &len);
+  printf("checkpoint of %zu keys: %zu bytes\n", n, len);
+
+  /* Every byte flipped, one at a time, in several ways: always detected. */
+  static const unsigned char flips[] = {0x01, 0x80, 0xFF};
+  unsigned char *copy = malloc(len);
+  KV_EXPECT(copy != NULL, "allocation");
+  size_t tried = 0;
+  for (size_t pos = 0; pos < len; pos++) {
+    for (size_t k = 0; k < sizeof flips; k++) {
+      memcpy(copy, orig, len);
+      copy[pos] ^= flips[k];
+      spit(bad, copy, len);
+      int rc = read_rc(bad);
+      KV_EXPECT(rc == MPIAR_ERR_CORRUPT, "byte %zu ^ 0x%02X: %s (%s)", pos, flips[k],
+                mpiar_err_name(rc), mpiar_last_error());
+      tried++;
+    }
+  }
+  printf("%zu single-byte corruptions detected\n", tried);
+
+  /* Truncation at every 1/8 of the file (and one byte short), and one byte too many. */
+  for (int e = 0; e <= 8; e++) {
+    size_t cut = e < 8 ? len * (size_t)e / 8 : len - 1;
+    spit(bad, orig, cut);
+    int rc = read_rc(bad);
+    KV_EXPECT(rc == MPIAR_ERR_CORRUPT, "truncated to %zu of %zu bytes: %s (%s)", cut, len,
+              mpiar_err_name(rc), mpiar_last_error());
+  }
+  memcpy(copy, orig, len);
+  FILE *f = fopen(bad, "wb");
+  KV_EXPECT(f != NULL && fwrite(orig, 1, len, f) == len && fputc(0, f) == 0, "write");
+  fclose(f);
+  KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_CORRUPT);
+
+  /* Bad magic and another version give their own messages. */
+  memcpy(copy, orig, len);
+  copy[0] = 'X';
+  spit(bad, copy, len);
+  KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_CORRUPT);
+  KV_EXPECT(strstr(mpiar_last_error(), "magic") != NULL, "detail: %s", mpiar_last_error());
+  memcpy(copy, orig, len);
+  copy[8] = 2;
+  spit(bad, copy, len);
+  KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_CORRUPT);
+  KV_EXPECT(strstr(mpiar_last_error(), "version 2") != NULL, "detail: %s", mpiar_last_error());
+
+  /* A missing file is an I/O error naming the file. */
+  unlink(bad);
+  KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_IO);
+  KV_EXPECT(strstr(mpiar_last_error(), "bad.ckpt") != NULL, "detail: %s", mpiar_last_error());
+
+  /* Saving again replaces the file whole; a save into a missing directory fails cleanly. */
+  ((unsigned char *)ents[0]->value)[0] ^= 0x55;
+  KV_OK(mpiar__ckpt_write(path, ents, n));
+  expect_only("model.ckpt");
+  KV_OK(mpiar__ckpt_read(path, &got, &ngot));
+  KV_EXPECT(same_entry(ents[0], got[0]), "the second save did not replace the first");
+  mpiar__ckpt_free(got, ngot);
+  char nodir[400];
+  snprintf(nodir, sizeof nodir, "%s/missing/model.ckpt", dir);
+  KV_EXPECT_RC(mpiar__ckpt_write(nodir, ents, n), MPIAR_ERR_IO);
+  expect_only("model.ckpt");
+
+  unlink(path);
+  rmdir(dir);
+  free(copy);
+  free(orig);
+  for (size_t i = 0; i < n; i++) {
+    mpiar__kv_entry_free(ents[i]);
+  }
+  printf("checkpoint format: all checks passed\n");
+  return 0;
+}
