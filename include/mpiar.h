@@ -62,8 +62,11 @@ typedef enum mpiar_dtype {
  * - AVG: floating types only. In an allreduce it is the sum over all ranks divided by the
  *   number of ranks. In mpiar_reduce_local() it is the mean of the two operands, (a + b) / 2.
  *
- * Floating MIN and MAX follow IEEE 754-2019 minimum/maximum: a NaN operand propagates (the
- * first operand's NaN when both are NaN, bits unchanged), and -0 is smaller than +0.
+ * Floating MIN and MAX order values as IEEE 754-2019 minimum/maximum do (-0 is smaller than
+ * +0) and propagate NaN: a NaN operand is returned with its bits unchanged, the first operand's
+ * when both are NaN. Floating SUM, PROD and AVG return the first NaN operand quieted (payload
+ * kept). f16 and bf16 keep subnormals; bf16 AVG is computed in f32 as (a + b) * 0.5 and overflows
+ * to infinity only where f32 would.
  */
 typedef enum mpiar_op {
   MPIAR_SUM = 0,
