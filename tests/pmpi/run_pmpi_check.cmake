@@ -8,6 +8,7 @@
 #
 # MODE: compare      plain run vs preloaded run: identical lines, statistics as expected
 #       passthrough  as compare with MPIAR_PMPI=0: every call is a "disabled" fallback
+#       malformed    as passthrough with MPIAR_PMPI=maybe, which must also print one warning
 #       linked       plain run vs LINKED_EXE (the interposer linked before MPI)
 #       threads      compare, for the --threads program
 #       fail-return  MPIAR_ALGORITHM names no algorithm: the call returns MPI_ERR_OTHER
@@ -161,7 +162,7 @@ function(require_silent name)
 endfunction()
 
 set(preload "LD_PRELOAD=${LIB}")
-if(MODE STREQUAL "compare" OR MODE STREQUAL "threads" OR MODE STREQUAL "passthrough")
+if(MODE MATCHES "^(compare|threads|passthrough|malformed)$")
   run(plain "${EXE}" ARGS ${ARGS} --out plain.txt)
   require_success(plain)
   # float16 cases run only where mpiar runs them (MPI itself may not reduce that type).
@@ -172,11 +173,26 @@ if(MODE STREQUAL "compare" OR MODE STREQUAL "threads" OR MODE STREQUAL "passthro
     set(extra "MPIAR_PMPI=0")
     set(f16 "")
     set(passthrough TRUE)
+  elseif(MODE STREQUAL "malformed")
+    set(extra "MPIAR_PMPI=maybe")
+    set(f16 "")
+    set(passthrough TRUE)
   endif()
   run(preloaded "${EXE}" ENV ${preload} "MPIAR_PMPI_STATS=${WORKDIR}/stats.txt" ${extra}
       ARGS ${ARGS} ${f16} --out preloaded.txt --expect expect.txt)
   require_success(preloaded)
-  require_silent(preloaded)
+  if(MODE STREQUAL "malformed")
+    # One line naming the variable, and nothing else.
+    string(REPLACE ";" "," text "${preloaded_output}")
+    string(REGEX MATCHALL "mpiar_pmpi: [^\n]*MPIAR_PMPI[^\n]*passes through to MPI" said
+           "${text}")
+    list(LENGTH said n)
+    if(NOT n EQUAL NP)
+      message(FATAL_ERROR "expected one warning per rank about MPIAR_PMPI")
+    endif()
+  else()
+    require_silent(preloaded)
+  endif()
   compare_outputs(plain.txt preloaded.txt)
   check_stats(${passthrough})
 elseif(MODE STREQUAL "linked")
