@@ -1,0 +1,339 @@
+/*
+ * mpiar-kv-replay: replay the gradient tensors of real models through the kvstore, per
+ * iteration, and time it.
+ *
+ * Models (shapes from the published architectures, ImageNet, 1000 classes):
+ *   vgg16     Simonyan & Zisserman 2015, configuration D: 13 convolutions and 3 fully connected
+ *             layers, a weight and a bias each: 32 tensors, 138,357,544 parameters;
+ *   resnet50  He et al. 2016: 53 convolutions (no bias), 53 batch normalisations (gamma and
+ *             beta), the fully connected layer: 161 tensors, 25,557,032 parameters.
+ * The tensors are replayed in reverse layer order, the order in which backpropagation produces
+ * their gradients.
+ *
+ * Modes per iteration (float32, average over workers unless noted):
+ *   kv-per-tensor      one mpiar_kv_pushpull per tensor (with the metadata agreement);
+ *   kv-per-tensor-nv   the same with verify = 0 (no agreement): the difference is its cost;
+ *   kv-fused           one mpiar_kv_pushpull_batch of all tensors (fusion buffers);
+ *   mpi-per-tensor     MPI_Allreduce (MPI_SUM) per tensor, the baseline.
+ * Each iteration starts after a barrier; its time is the slowest worker's. Reported: median and
+ * mean milliseconds per iteration, and fusion's speed-up over per-tensor pushpull.
+ *
+ *   mpiexec -n 2 mpiar-kv-replay [--model vgg16|resnet50|all] [--iters N] [--warmup N]
+ *                                [--scale F] [--fusion BYTES] [--quick]
+ * --scale divides every tensor's element count (at least one element each) to bound memory:
+ * the full VGG-16 needs about 1.1 GB per worker (gradients plus the store's copy of the
+ * weights) and the fusion buffer. --quick: --scale 0.03125 --iters 2 --warmup 1.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "mpiar.h"
+#include "mpiar_kv.h"
+
+typedef struct tensor {
+  char name[48];
+  size_t count;
+} tensor_t;
+
+typedef struct model {
+  const char *name;
+  tensor_t *t;
+  size_t n, cap;
+} model_t;
+
+static int rank, nranks;
+
+static void die(int rc, const char *what) {
+  fprintf(stderr, "worker %d: %s failed: %s (%s)\n", rank, what, mpiar_err_name(rc),
+          mpiar_last_error());
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void add(model_t *m, const char *name, size_t count) {
+  if (m->n == m->cap) {
+    m->cap = m->cap ? 2 * m->cap : 64;
+    m->t = realloc(m->t, m->cap * sizeof *m->t);
+    if (m->t == NULL) {
+      die(MPIAR_ERR_NOMEM, "model table");
+    }
+  }
+  snprintf(m->t[m->n].name, sizeof m->t[m->n].name, "%s", name);
+  m->t[m->n].count = count;
+  m->n++;
+}
+
+static void build_vgg16(model_t *m) {
+  /* Configuration D: channels of the 13 convolutions (3x3, with bias), then 3 dense layers. */
+  static const int ch[13] = {64, 64, 128, 128, 256, 256, 256, 512, 512, 512, 512, 512, 512};
+  int in = 3;
+  char name[48];
+  m->name = "vgg16";
+  for (int i = 0; i < 13; i++) {
+    snprintf(name, sizeof name, "conv%d.weight", i + 1);
+    add(m, name, (size_t)ch[i] * (size_t)in * 9);
+    snprintf(name, sizeof name, "conv%d.bias", i + 1);
+    add(m, name, (size_t)ch[i]);
+    in = ch[i];
+  }
+  static const size_t fc_in[3] = {512 * 7 * 7, 4096, 4096}, fc_out[3] = {4096, 4096, 1000};
+  for (int i = 0; i < 3; i++) {
+    snprintf(name, sizeof name, "fc%d.weight", i + 6);
+    add(m, name, fc_out[i] * fc_in[i]);
+    snprintf(name, sizeof name, "fc%d.bias", i + 6);
+    add(m, name, fc_out[i]);
+  }
+}
+
+static void conv_bn(model_t *m, const char *prefix, size_t out, size_t in, size_t k) {
+  char name[48];
+  snprintf(name, sizeof name, "%s.conv", prefix);
+  add(m, name, out * in * k * k);
+  snprintf(name, sizeof name, "%s.bn.gamma", prefix);
+  add(m, name, out);
+  snprintf(name, sizeof name, "%s.bn.beta", prefix);
+  add(m, name, out);
+}
+
+static void build_resnet50(model_t *m) {
+  /* Bottleneck stages: blocks, inner width, output width. */
+  static const int blocks[4] = {3, 4, 6, 3}, mid[4] = {64, 128, 256, 512};
+  char prefix[40];
+  m->name = "resnet50";
+  conv_bn(m, "stem", 64, 3, 7);
+  size_t in = 64;
+  for (int s = 0; s < 4; s++) {
+    size_t w = (size_t)mid[s], out = 4 * w;
+    for (int b = 0; b < blocks[s]; b++) {
+      snprintf(prefix, sizeof prefix, "layer%d.%d.a", s + 1, b);
+      conv_bn(m, prefix, w, in, 1);
+      snprintf(prefix, sizeof prefix, "layer%d.%d.b", s + 1, b);
+      conv_bn(m, prefix, w, w, 3);
+      snprintf(prefix, sizeof prefix, "layer%d.%d.c", s + 1, b);
+      conv_bn(m, prefix, out, w, 1);
+      if (b == 0) {
+        snprintf(prefix, sizeof prefix, "layer%d.%d.down", s + 1, b);
+        conv_bn(m, prefix, out, in, 1);
+      }
+      in = out;
+    }
+  }
+  add(m, "fc.weight", 1000 * 2048);
+  add(m, "fc.bias", 1000);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+enum { KV_PER_TENSOR, KV_PER_TENSOR_NV, KV_FUSED, MPI_PER_TENSOR, NMODES };
+static const char *const mode_names[NMODES] = {"kv-per-tensor", "kv-per-tensor-nv", "kv-fused",
+                                               "mpi-per-tensor"};
+
+/* Time one mode: warm-up iterations, then `iters` timed ones; returns median and mean in ms. */
+static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
+                     mpiar_kv_key_t *keys, int warmup, int iters, double *median, double *mean) {
+  double *t = calloc((size_t)iters, sizeof *t);
+  const void **ins = calloc(m->n, sizeof *ins);
+  if (t == NULL || ins == NULL) {
+    die(MPIAR_ERR_NOMEM, "timing table");
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    ins[i] = MPIAR_IN_PLACE;
+  }
+  for (int it = -warmup; it < iters; it++) {
+    int rc = mpiar_kv_barrier(kv);
+    if (rc != 0) {
+      die(rc, "barrier");
+    }
+    double t0 = MPI_Wtime();
+    /* Backpropagation produces the last layer's gradient first. */
+    if (mode == KV_FUSED) {
+      rc = mpiar_kv_pushpull_batch(kv, m->n, keys, (const void *const *)ins, (void *const *)grads);
+    } else {
+      for (size_t k = m->n; k-- > 0 && rc == 0;) {
+        if (mode == MPI_PER_TENSOR) {
+          if (MPI_Allreduce(MPI_IN_PLACE, grads[k], (int)m->t[k].count, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD) != MPI_SUCCESS) {
+            rc = MPIAR_ERR_MPI;
+          }
+        } else {
+          rc = mpiar_kv_pushpull(kv, keys[k], MPIAR_IN_PLACE, grads[k]);
+        }
+      }
+    }
+    if (rc != 0) {
+      die(rc, mode_names[mode]);
+    }
+    double dt = MPI_Wtime() - t0;
+    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (it >= 0) {
+      t[it] = dt * 1e3;
+    }
+  }
+  double sum = 0;
+  for (int i = 0; i < iters; i++) {
+    sum += t[i];
+  }
+  qsort(t, (size_t)iters, sizeof *t, cmp_double);
+  *median = iters % 2 ? t[iters / 2] : (t[iters / 2 - 1] + t[iters / 2]) / 2;
+  *mean = sum / iters;
+  free(t);
+  free(ins);
+}
+
+static void replay(model_t *m, double scale, size_t fusion, int warmup, int iters) {
+  size_t total = 0, largest = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    size_t c = (size_t)ceil((double)m->t[i].count * scale);
+    m->t[i].count = c ? c : 1;
+    total += m->t[i].count;
+    largest = m->t[i].count > largest ? m->t[i].count : largest;
+  }
+  /* Keys are the tensor names; the store holds the weights, the gradients live here. */
+  mpiar_kv_t *kv[2] = {NULL, NULL};
+  for (int v = 0; v < 2; v++) {
+    mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
+    o.op = MPIAR_AVG;
+    o.fusion_bytes = fusion;
+    o.verify = v == 0;
+    int rc = mpiar_kv_create(MPI_COMM_WORLD, &o, &kv[v]);
+    if (rc != 0) {
+      die(rc, "create");
+    }
+  }
+  float **grads = calloc(m->n, sizeof *grads);
+  mpiar_kv_key_t *keys = calloc(m->n, sizeof *keys);
+  if (grads == NULL || keys == NULL) {
+    die(MPIAR_ERR_NOMEM, "tensor table");
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    grads[i] = malloc(m->t[i].count * sizeof(float));
+    if (grads[i] == NULL) {
+      die(MPIAR_ERR_NOMEM, m->t[i].name);
+    }
+    /* Small values: averaging keeps them, MPI's sum grows them by p per iteration at most. */
+    for (size_t k = 0; k < m->t[i].count; k++) {
+      grads[i][k] = 0x1p-60f * (float)(1 + (k + i) % 13);
+    }
+    keys[i] = MPIAR_KV_STR(m->t[i].name);
+    /* Only the first store keeps the weights; the second shares the same keys with no data. */
+    for (int v = 0; v < 2; v++) {
+      int rc = mpiar_kv_init(kv[v], keys[i], MPIAR_FLOAT32, m->t[i].count, grads[i]);
+      if (rc != 0) {
+        die(rc, "init");
+      }
+    }
+  }
+  size_t fb = 0;
+  mpiar_kv_fusion_bytes(kv[0], &fb);
+  if (rank == 0) {
+    printf("%s: %zu tensors, %zu parameters (%.1f MB float32, largest %zu), scale %g, %d "
+           "workers, fusion threshold %zu bytes, %d iterations after %d warm-up\n",
+           m->name, m->n, total, (double)total * 4 / 1e6, largest, scale, nranks, fb, iters,
+           warmup);
+    printf("  %-18s %12s %12s %10s\n", "mode", "median ms", "mean ms", "GB/s*");
+  }
+  double med[NMODES], mean[NMODES];
+  for (int mode = 0; mode < NMODES; mode++) {
+    mpiar_kv_t *store = mode == KV_PER_TENSOR_NV ? kv[1] : kv[0];
+    run_mode(mode, m, store, grads, keys, warmup, iters, &med[mode], &mean[mode]);
+    if (rank == 0) {
+      /* Algorithm bandwidth: bytes of the model per second (not counting p-dependent traffic). */
+      printf("  %-18s %12.3f %12.3f %10.2f\n", mode_names[mode], med[mode], mean[mode],
+             (double)total * 4 / (med[mode] * 1e-3) / 1e9);
+    }
+  }
+  if (rank == 0) {
+    printf("  fusion speed-up over kv per tensor: %.2fx; over MPI_Allreduce per tensor: %.2fx; "
+           "agreement cost: %.1f us per call\n",
+           med[KV_PER_TENSOR] / med[KV_FUSED], med[MPI_PER_TENSOR] / med[KV_FUSED],
+           (med[KV_PER_TENSOR] - med[KV_PER_TENSOR_NV]) * 1e3 / (double)m->n);
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    free(grads[i]);
+  }
+  free(grads);
+  free(keys);
+  for (int v = 0; v < 2; v++) {
+    int rc = mpiar_kv_destroy(kv[v]);
+    if (rc != 0) {
+      die(rc, "destroy");
+    }
+  }
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  const char *which = "all";
+  int iters = 10, warmup = 2;
+  double scale = 1.0;
+  size_t fusion = MPIAR_KV_FUSION_AUTO;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+      which = argv[++i];
+    } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
+      iters = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) {
+      warmup = atoi(argv[++i]);
+    } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+      scale = atof(argv[++i]);
+    } else if (strcmp(argv[i], "--fusion") == 0 && i + 1 < argc) {
+      fusion = (size_t)strtoull(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--quick") == 0) {
+      scale = 1.0 / 32;
+      iters = 2;
+      warmup = 1;
+    } else {
+      if (rank == 0) {
+        fprintf(stderr,
+                "usage: %s [--model vgg16|resnet50|all] [--iters N] [--warmup N] [--scale F] "
+                "[--fusion BYTES] [--quick]\n",
+                argv[0]);
+      }
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  if (iters < 1 || warmup < 0 || !(scale > 0 && scale <= 1) ||
+      (strcmp(which, "all") != 0 && strcmp(which, "vgg16") != 0 &&
+       strcmp(which, "resnet50") != 0)) {
+    if (rank == 0) {
+      fprintf(stderr, "need --iters >= 1, --warmup >= 0, 0 < --scale <= 1, a known model\n");
+    }
+    MPI_Finalize();
+    return 2;
+  }
+  model_t vgg = {0}, resnet = {0};
+  build_vgg16(&vgg);
+  build_resnet50(&resnet);
+  /* The published totals: a wrong shape table is an error, not a silent benchmark. */
+  size_t pv = 0, pr = 0;
+  for (size_t i = 0; i < vgg.n; i++) {
+    pv += vgg.t[i].count;
+  }
+  for (size_t i = 0; i < resnet.n; i++) {
+    pr += resnet.t[i].count;
+  }
+  if (vgg.n != 32 || pv != 138357544 || resnet.n != 161 || pr != 25557032) {
+    fprintf(stderr, "model tables are wrong: vgg16 %zu tensors %zu params, resnet50 %zu / %zu\n",
+            vgg.n, pv, resnet.n, pr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (strcmp(which, "all") == 0 || strcmp(which, "resnet50") == 0) {
+    replay(&resnet, scale, fusion, warmup, iters);
+  }
+  if (strcmp(which, "all") == 0 || strcmp(which, "vgg16") == 0) {
+    replay(&vgg, scale, fusion, warmup, iters);
+  }
+  free(vgg.t);
+  free(resnet.t);
+  MPI_Finalize();
+  return 0;
+}
