@@ -78,6 +78,13 @@ typedef struct mpiar__context {
     size_t bytes_bucket;
   } reported[16];
   int nreported;
+  /* The last automatic choice, so that a loop of same-size calls skips the cost model. */
+  struct {
+    int valid;
+    size_t bytes, elem_size;
+    const mpiar__algorithm_t *alg;
+    size_t segment_bytes;
+  } last_choice;
   struct mpiar__context *live_next, *live_prev; /* list of live contexts */
 } mpiar__context_t;
 
