@@ -92,8 +92,8 @@ static int classify(const void *sendbuf, const void *recvbuf, int64_t count, MPI
   }
   /* MPI reports a NULL buffer with a non-zero count and a send buffer equal to the receive
    * buffer (MPI_IN_PLACE is the way to say that) as errors of its own; let it. */
-  if (count > 0 && (recvbuf == NULL || (sendbuf != MPI_IN_PLACE &&
-                                        (sendbuf == NULL || sendbuf == recvbuf)))) {
+  if (count > 0 &&
+      (recvbuf == NULL || (sendbuf != MPI_IN_PLACE && (sendbuf == NULL || sendbuf == recvbuf)))) {
     return MPIAR__PMPI_FB_BUFFER;
   }
   int inter = 0;

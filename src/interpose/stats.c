@@ -28,9 +28,9 @@ enum {
   SLOT_ACCEL_CALLS,
   SLOT_ACCEL_BYTES,
   SLOT_ERRORS,
-  SLOT_FALLBACK,                                             /* one per reason */
-  SLOT_ALG_CALLS = SLOT_FALLBACK + MPIAR__PMPI_FB_NREASONS,  /* MAX_ALGORITHMS + 1 */
-  SLOT_ALG_BYTES = SLOT_ALG_CALLS + MAX_ALGORITHMS + 1,      /* MAX_ALGORITHMS + 1 */
+  SLOT_FALLBACK,                                            /* one per reason */
+  SLOT_ALG_CALLS = SLOT_FALLBACK + MPIAR__PMPI_FB_NREASONS, /* MAX_ALGORITHMS + 1 */
+  SLOT_ALG_BYTES = SLOT_ALG_CALLS + MAX_ALGORITHMS + 1,     /* MAX_ALGORITHMS + 1 */
   SLOT_COUNT = SLOT_ALG_BYTES + MAX_ALGORITHMS + 1
 };
 
@@ -56,7 +56,9 @@ void mpiar__pmpi_stats_configure(const char *value) {
   }
 }
 
-int mpiar__pmpi_stats_enabled(void) { return enabled; }
+int mpiar__pmpi_stats_enabled(void) {
+  return enabled;
+}
 
 static void add(int slot, uint64_t v) {
   atomic_fetch_add_explicit(&counters[slot], v, memory_order_relaxed);

@@ -78,11 +78,11 @@ static int lookup_op(MPI_Op op, mpiar_op_t *out, int *kind) {
     mpiar_op_t op;
     int kind;
   } ops[] = {
-      {MPI_SUM, MPIAR_SUM, OK_ARITH},      {MPI_PROD, MPIAR_PROD, OK_ARITH},
-      {MPI_MIN, MPIAR_MIN, OK_ARITH},      {MPI_MAX, MPIAR_MAX, OK_ARITH},
-      {MPI_BAND, MPIAR_BAND, OK_BITWISE},  {MPI_BOR, MPIAR_BOR, OK_BITWISE},
-      {MPI_BXOR, MPIAR_BXOR, OK_BITWISE},  {MPI_LAND, MPIAR_BAND, OK_LOGICAL},
-      {MPI_LOR, MPIAR_BOR, OK_LOGICAL},    {MPI_LXOR, MPIAR_BXOR, OK_LOGICAL},
+      {MPI_SUM, MPIAR_SUM, OK_ARITH},     {MPI_PROD, MPIAR_PROD, OK_ARITH},
+      {MPI_MIN, MPIAR_MIN, OK_ARITH},     {MPI_MAX, MPIAR_MAX, OK_ARITH},
+      {MPI_BAND, MPIAR_BAND, OK_BITWISE}, {MPI_BOR, MPIAR_BOR, OK_BITWISE},
+      {MPI_BXOR, MPIAR_BXOR, OK_BITWISE}, {MPI_LAND, MPIAR_BAND, OK_LOGICAL},
+      {MPI_LOR, MPIAR_BOR, OK_LOGICAL},   {MPI_LXOR, MPIAR_BXOR, OK_LOGICAL},
   };
   for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
     if (ops[i].handle == op) {

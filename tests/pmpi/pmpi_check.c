@@ -3,7 +3,8 @@
  * interposer (libmpiar_pmpi.so) must handle it: the predefined datatypes and operations, counts
  * 0, 1, 7, 1000 (and 1 << 20 with --big), in place and not, on MPI_COMM_WORLD and on a split
  * communicator, plus the cases the interposer hands to MPI (derived types, MAXLOC, a user op,
- * an intercommunicator, bad arguments with MPI_ERRORS_RETURN).
+ * an intercommunicator, bad arguments with MPI_ERRORS_RETURN). --quick and --tiny run fewer
+ * types and counts, for oversubscribed runs and for the pass-through checks.
  *
  * Every rank checks its results against values it computes itself (the inputs are chosen so
  * that every exact result is known and every floating result is exact whatever the order), and
@@ -38,11 +39,18 @@
 /* Expected statistics: which path the interposer must take for each call.                   */
 
 /* The interposer's fallback reasons, in the order of its report. */
-static const char *const reasons[] = {"disabled", "mpi-state", "nested",      "count",  "comm",
-                                      "op",       "datatype",  "datatype-op", "buffer", "intercomm"};
+static const char *const reasons[] = {"disabled", "mpi-state",   "nested", "count",    "comm", "op",
+                                      "datatype", "datatype-op", "buffer", "intercomm"};
 #define NREASONS ((int)(sizeof(reasons) / sizeof(reasons[0])))
 
-enum { ST_CALLS, ST_ACCEL_CALLS, ST_ACCEL_BYTES, ST_ERRORS, ST_FALLBACK, ST_COUNT = ST_FALLBACK + NREASONS };
+enum {
+  ST_CALLS,
+  ST_ACCEL_CALLS,
+  ST_ACCEL_BYTES,
+  ST_ERRORS,
+  ST_FALLBACK,
+  ST_COUNT = ST_FALLBACK + NREASONS
+};
 static uint64_t expected_stats[ST_COUNT];
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -384,7 +392,7 @@ static uint64_t digest(const void *buf, size_t bytes) {
 /* ---------------------------------------------------------------------------------------- */
 /* Running cases.                                                                            */
 
-static FILE *out;   /* rank 0 of MPI_COMM_WORLD only */
+static FILE *out; /* rank 0 of MPI_COMM_WORLD only */
 static int failures;
 static int world_rank;
 static int world_size;
@@ -459,7 +467,11 @@ static void run_case(MPI_Comm comm, const char *comm_name, int writer, const tde
 
 static void run_matrix(MPI_Comm comm, const char *comm_name, int writer, int quick, int with_f16,
                        int big) {
-  static const size_t counts[] = {0, 1, 7, 1000};
+  /* --quick keeps the types marked quick and the counts 1, 7 and 1000; --tiny (quick = 2) keeps
+   * the count 7 only. */
+  static const size_t all_counts[] = {0, 1, 7, 1000};
+  const size_t *counts = all_counts + (quick == 0 ? 0 : quick == 1 ? 1 : 2);
+  size_t ncounts = quick == 0 ? 4 : quick == 1 ? 3 : 1;
   /* The inputs of a case depend on the case only, not on which other cases run. */
   for (int ti = 0; ti < NTYPES; ti++) {
     const tdesc_t *t = &types[ti];
@@ -470,10 +482,10 @@ static void run_matrix(MPI_Comm comm, const char *comm_name, int writer, int qui
       if (!pair_valid(t, &ops[oi])) {
         continue;
       }
-      for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+      for (size_t ci = 0; ci < ncounts; ci++) {
         for (int in_place = 0; in_place < 2; in_place++) {
           run_case(comm, comm_name, writer, t, &ops[oi], counts[ci], in_place,
-                   ti * 97 + oi * 13 + (int)ci * 3 + in_place);
+                   ti * 97 + oi * 13 + (int)counts[ci] * 3 + in_place);
         }
       }
     }
@@ -485,14 +497,15 @@ static void run_matrix(MPI_Comm comm, const char *comm_name, int writer, int qui
   static const struct {
     const char *type;
     const char *op;
-  } large[] = {{"MPI_INT", "MPI_SUM"},    {"MPI_DOUBLE", "MPI_SUM"},  {"MPI_UINT8_T", "MPI_BXOR"},
-               {"MPI_INT64_T", "MPI_LOR"}, {"MPI_FLOAT", "MPI_MAX"},   {"MPI_SHORT", "MPI_BAND"},
+  } large[] = {{"MPI_INT", "MPI_SUM"},      {"MPI_DOUBLE", "MPI_SUM"}, {"MPI_UINT8_T", "MPI_BXOR"},
+               {"MPI_INT64_T", "MPI_LOR"},  {"MPI_FLOAT", "MPI_MAX"},  {"MPI_SHORT", "MPI_BAND"},
                {"MPI_UNSIGNED", "MPI_PROD"}};
   for (size_t k = 0; k < sizeof(large) / sizeof(large[0]); k++) {
     const tdesc_t *t = find_type(large[k].type);
     const odesc_t *o = find_op(large[k].op);
     for (int in_place = 0; in_place < 2; in_place++) {
-      run_case(comm, comm_name, writer, t, o, (size_t)1 << 20, in_place, 5000 + (int)k * 2 + in_place);
+      run_case(comm, comm_name, writer, t, o, (size_t)1 << 20, in_place,
+               5000 + (int)k * 2 + in_place);
     }
   }
 }
@@ -806,8 +819,8 @@ static int run_threads(void) {
 /* ---------------------------------------------------------------------------------------- */
 
 static void usage(void) {
-  fprintf(stderr, "usage: pmpi_check [--out FILE] [--expect FILE] [--big] [--quick] [--f16]\n"
-                  "                  [--threads] [--fail=return|fatal]\n");
+  fprintf(stderr, "usage: pmpi_check [--out FILE] [--expect FILE] [--big] [--quick|--tiny]\n"
+                  "                  [--f16] [--threads] [--fail=return|fatal]\n");
 }
 
 int main(int argc, char **argv) {
@@ -824,6 +837,8 @@ int main(int argc, char **argv) {
       big = 1;
     } else if (strcmp(argv[i], "--quick") == 0) {
       quick = 1;
+    } else if (strcmp(argv[i], "--tiny") == 0) {
+      quick = 2;
     } else if (strcmp(argv[i], "--f16") == 0) {
       with_f16 = 1;
     } else if (strcmp(argv[i], "--threads") == 0) {
