@@ -32,8 +32,8 @@
  * stable median, large ones few, and the whole default sweep stays within a few tens of seconds
  * per algorithm on a two-core machine.
  */
-#define BENCH_AUTO_ITER_BYTES ((size_t)64 << 20)
-#define BENCH_AUTO_ITERS_MIN 5
+#define BENCH_AUTO_ITER_BYTES ((size_t)128 << 20)
+#define BENCH_AUTO_ITERS_MIN 10
 #define BENCH_AUTO_ITERS_MAX 1000
 
 /* Size ranges of the summary: small is 4 B..4 KiB, large is >= 4 MiB, medium in between. */

@@ -714,7 +714,7 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     bench_table_summary(stdout, &run);
     if (o.validate) {
-      printf("# check (-c): %ld failed results\n", total_failures);
+      printf("# check (-c): %ld failed results, counted on every rank\n", total_failures);
     }
     if (o.json_path != NULL) {
       FILE *j = fopen(o.json_path, "w");

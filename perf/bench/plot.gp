@@ -41,9 +41,6 @@ if (words(algs) == 0) {
 }
 first = word(algs, 1)
 has_mpi = strstrt(algs, " mpi ") > 0
-# The speedup plot has no line for mpi itself: it is the reference, 1 by definition.
-others = ""
-do for [a in algs] { if (a ne "mpi") { others = others.a." " } }
 title_run = sprintf("%d ranks, %s %s%s", int(nranks), dtype, op, inplace != 0 ? ", in place" : "")
 
 # Size axis: powers of two with readable labels.
@@ -61,6 +58,11 @@ set pointsize 0.8
 
 # A filtered column: the value on rows of algorithm `a`, NaN elsewhere.
 pick(a, col) = strcol(c_alg) eq a ? column(col) : NaN
+# MPI_Allreduce, the reference, is drawn thicker in red (line type 7); the others keep their
+# position's colour, so an algorithm has the same colour in every plot.
+lt_of(i) = word(algs, i) eq "mpi" ? 7 : i
+lw_of(i) = word(algs, i) eq "mpi" ? 2.5 : 1.5
+nalgs = words(algs)
 
 png_term = strstrt(GPVAL_TERMINALS, "pngcairo") > 0 ? "pngcairo" : "png"
 
@@ -76,7 +78,8 @@ do for [fmt in "png svg"] {
   set ylabel "busbw (GB/s)"
   unset logscale y
   set yrange [0:*]
-  plot for [a in algs] csv skip 1 using c_bytes:(pick(a, c_busbw)) title a, \
+  plot for [i=1:nalgs] csv skip 1 using c_bytes:(pick(word(algs, i), c_busbw)) \
+           linetype lt_of(i) linewidth lw_of(i) title word(algs, i), \
        csv skip 1 using c_bytes:(pick(first, c_limit)) with lines dashtype 2 linewidth 2 \
            linecolor "black" title "point-to-point limit"
 
@@ -86,8 +89,9 @@ do for [fmt in "png svg"] {
   set ylabel "time (microseconds)"
   set logscale y
   set yrange [*:*]
-  plot for [a in algs] csv skip 1 \
-       using (column(c_bytes) <= small_max ? column(c_bytes) : NaN):(pick(a, c_time)) title a
+  plot for [i=1:nalgs] csv skip 1 \
+       using (column(c_bytes) <= small_max ? column(c_bytes) : NaN):(pick(word(algs, i), c_time)) \
+       linetype lt_of(i) linewidth lw_of(i) title word(algs, i)
 
   set output sprintf("%s/speedup.%s", outdir, fmt)
   set ylabel "speedup vs MPI_Allreduce (time(mpi) / time(algorithm))"
@@ -95,11 +99,13 @@ do for [fmt in "png svg"] {
   set yrange [0:*]
   if (has_mpi) {
     set title sprintf("Speedup vs MPI_Allreduce, above 1 is faster: %s", title_run)
-    plot for [a in others] csv skip 1 using c_bytes:(pick(a, c_speedup)) title a, \
-         1 with lines dashtype 2 linewidth 2 linecolor "black" title "MPI_Allreduce"
+    # mpi's own line is 1 at every size: it is drawn as the reference.
+    plot for [i=1:nalgs] csv skip 1 using c_bytes:(pick(word(algs, i), c_speedup)) \
+             linetype lt_of(i) linewidth lw_of(i) \
+             title (word(algs, i) eq "mpi" ? "mpi (MPI_Allreduce = 1)" : word(algs, i))
   } else {
     set title sprintf("Speedup vs MPI_Allreduce: not measured (no mpi column): %s", title_run)
-    plot 1 with lines dashtype 2 linewidth 2 linecolor "black" title "MPI_Allreduce"
+    plot 1 with lines linetype 7 linewidth 2.5 title "MPI_Allreduce"
   }
   unset output
 }

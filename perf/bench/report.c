@@ -366,16 +366,16 @@ void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
     fprintf(f, "%zu,%zu,%s,%s,%d,%d,%s,%s,%d,%d", row->bytes, row->count,
             mpiar_dtype_name(o->dtype), mpiar_op_name(o->op), run->nranks, o->inplace, o->algs[a],
             selected, row->iters, row->warmup);
-    csv_num(f, "%.3f", row->alg[a].median * 1e6);
-    csv_num(f, "%.3f", row->alg[a].min * 1e6);
-    csv_num(f, "%.3f", row->alg[a].max * 1e6);
-    csv_num(f, "%.6f", fig.algbw);
-    csv_num(f, "%.6f", fig.busbw);
+    csv_num(f, "%.9g", row->alg[a].median * 1e6);
+    csv_num(f, "%.9g", row->alg[a].min * 1e6);
+    csv_num(f, "%.9g", row->alg[a].max * 1e6);
+    csv_num(f, "%.9g", fig.algbw);
+    csv_num(f, "%.9g", fig.busbw);
     fprintf(f, ",%zu", row->limit_bytes);
-    csv_num(f, "%.3f", row->limit_median * 1e6);
-    csv_num(f, "%.6f", fig.limit_bw);
-    csv_num(f, "%.2f", fig.pct_limit);
-    csv_num(f, "%.4f", fig.speedup);
+    csv_num(f, "%.9g", row->limit_median * 1e6);
+    csv_num(f, "%.9g", fig.limit_bw);
+    csv_num(f, "%.9g", fig.pct_limit);
+    csv_num(f, "%.9g", fig.speedup);
     fprintf(f, ",%ld\n", row->alg[a].failures);
   }
   fflush(f);

@@ -35,7 +35,7 @@ def check(cond, msg):
 
 def close(a, b, rel):
     """Equal within a relative tolerance (the files print a limited number of digits)."""
-    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-9
+    return abs(a - b) <= rel * max(abs(a), abs(b)) + 1e-12
 
 
 def num(text):
@@ -110,19 +110,19 @@ def main():
                                                     "time_us_max"))
             check(0 < tmin <= t <= tmax, where + ": min <= median <= max fails")
             algbw, busbw = float(g["algbw_GBps"]), float(g["busbw_GBps"])
-            check(close(algbw, size / (t * 1e-6) / 1e9, 1e-3), where + ": algbw")
-            check(close(busbw, algbw * 2 * (p - 1) / p, 1e-4), where + ": busbw")
+            check(close(algbw, size / (t * 1e-6) / 1e9, 1e-6), where + ": algbw")
+            check(close(busbw, algbw * 2 * (p - 1) / p, 1e-6), where + ": busbw")
             lim_bytes = int(g["limit_bytes"])
             check(lim_bytes == math.ceil(2 * (p - 1) * size / p), where + ": limit bytes")
             if p > 1:
                 lim_bw = float(g["limit_GBps"])
-                check(close(lim_bw, lim_bytes / (float(g["limit_us"]) * 1e-6) / 1e9, 1e-3),
+                check(close(lim_bw, lim_bytes / (float(g["limit_us"]) * 1e-6) / 1e9, 1e-6),
                       where + ": limit bandwidth")
-                check(close(float(g["busbw_pct_limit"]), 100 * busbw / lim_bw, 1e-3),
+                check(close(float(g["busbw_pct_limit"]), 100 * busbw / lim_bw, 1e-6),
                       where + ": % of limit")
             speedup = num(g["speedup_vs_mpi"])
             if has_mpi:
-                check(speedup is not None and close(speedup, mpi_time / t, 2e-3),
+                check(speedup is not None and close(speedup, mpi_time / t, 1e-6),
                       where + ": speedup vs mpi")
                 if g["algorithm"] == "mpi":
                     check(speedup == 1.0, where + ": mpi's own speedup is not 1")
@@ -143,9 +143,9 @@ def main():
             g = group.get(a)
             if not check(g is not None, "JSON %d %s not in the CSV" % (size, a)):
                 continue
-            check(close(v["time_us"]["median"], float(g["time_us_median"]), 1e-3),
+            check(close(v["time_us"]["median"], float(g["time_us_median"]), 1e-6),
                   "JSON/CSV %d %s: median time" % (size, a))
-            check(close(v["busbw_GBps"], float(g["busbw_GBps"]), 1e-3),
+            check(close(v["busbw_GBps"], float(g["busbw_GBps"]), 1e-6),
                   "JSON/CSV %d %s: busbw" % (size, a))
             check(v["failures"] == 0, "JSON %d %s: failures" % (size, a))
         if "auto" in algs:
@@ -161,7 +161,7 @@ def main():
     check(summary["ranges"]["large"]["sizes"] == n_large, "summary: large sizes")
     if has_mpi and "auto" in algs:
         worst = min(float(g["speedup_vs_mpi"]) for g in rows if g["algorithm"] == "auto")
-        check(close(summary["auto_vs_mpi_worst"]["speedup"], worst, 2e-3), "summary: auto worst")
+        check(close(summary["auto_vs_mpi_worst"]["speedup"], worst, 1e-6), "summary: auto worst")
         check(len(summary["targets"]) >= 2, "summary: targets")
         for t in summary["targets"]:
             met = t["value"] <= t["target"] if t["at_most"] else t["value"] >= t["target"]
