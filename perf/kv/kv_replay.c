@@ -186,6 +186,27 @@ static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
   free(ins);
 }
 
+/* A store averaging float32 gradients with every tensor of the model registered. */
+static mpiar_kv_t *make_store(const model_t *m, const mpiar_kv_key_t *keys, float **grads,
+                              int verify, size_t fusion) {
+  mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
+  o.op = MPIAR_AVG;
+  o.fusion_bytes = fusion;
+  o.verify = verify;
+  mpiar_kv_t *kv = NULL;
+  int rc = mpiar_kv_create(MPI_COMM_WORLD, &o, &kv);
+  if (rc != 0) {
+    die(rc, "create");
+  }
+  for (size_t i = 0; i < m->n; i++) {
+    rc = mpiar_kv_init(kv, keys[i], MPIAR_FLOAT32, m->t[i].count, grads[i]);
+    if (rc != 0) {
+      die(rc, "init");
+    }
+  }
+  return kv;
+}
+
 static void replay(model_t *m, double scale, size_t fusion, int warmup, int iters) {
   size_t total = 0, largest = 0;
   for (size_t i = 0; i < m->n; i++) {
@@ -193,18 +214,6 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
     m->t[i].count = c ? c : 1;
     total += m->t[i].count;
     largest = m->t[i].count > largest ? m->t[i].count : largest;
-  }
-  /* Keys are the tensor names; the store holds the weights, the gradients live here. */
-  mpiar_kv_t *kv[2] = {NULL, NULL};
-  for (int v = 0; v < 2; v++) {
-    mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
-    o.op = MPIAR_AVG;
-    o.fusion_bytes = fusion;
-    o.verify = v == 0;
-    int rc = mpiar_kv_create(MPI_COMM_WORLD, &o, &kv[v]);
-    if (rc != 0) {
-      die(rc, "create");
-    }
   }
   float **grads = calloc(m->n, sizeof *grads);
   mpiar_kv_key_t *keys = calloc(m->n, sizeof *keys);
@@ -221,16 +230,11 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
       grads[i][k] = 0x1p-60f * (float)(1 + (k + i) % 13);
     }
     keys[i] = MPIAR_KV_STR(m->t[i].name);
-    /* Only the first store keeps the weights; the second shares the same keys with no data. */
-    for (int v = 0; v < 2; v++) {
-      int rc = mpiar_kv_init(kv[v], keys[i], MPIAR_FLOAT32, m->t[i].count, grads[i]);
-      if (rc != 0) {
-        die(rc, "init");
-      }
-    }
   }
+  /* One store at a time (it holds a copy of the weights), so memory stays at two model copies. */
+  mpiar_kv_t *kv = make_store(m, keys, grads, 1, fusion);
   size_t fb = 0;
-  mpiar_kv_fusion_bytes(kv[0], &fb);
+  mpiar_kv_fusion_bytes(kv, &fb);
   if (rank == 0) {
     printf("%s: %zu tensors, %zu parameters (%.1f MB float32, largest %zu), scale %g, %d "
            "workers, fusion threshold %zu bytes, %d iterations after %d warm-up\n",
@@ -239,9 +243,17 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
     printf("  %-18s %12s %12s %10s\n", "mode", "median ms", "mean ms", "GB/s*");
   }
   double med[NMODES], mean[NMODES];
-  for (int mode = 0; mode < NMODES; mode++) {
-    mpiar_kv_t *store = mode == KV_PER_TENSOR_NV ? kv[1] : kv[0];
-    run_mode(mode, m, store, grads, keys, warmup, iters, &med[mode], &mean[mode]);
+  static const int order[NMODES] = {KV_PER_TENSOR, KV_FUSED, MPI_PER_TENSOR, KV_PER_TENSOR_NV};
+  for (int o = 0; o < NMODES; o++) {
+    int mode = order[o];
+    if (mode == KV_PER_TENSOR_NV) {
+      int rc = mpiar_kv_destroy(kv);
+      if (rc != 0) {
+        die(rc, "destroy");
+      }
+      kv = make_store(m, keys, grads, 0, fusion);
+    }
+    run_mode(mode, m, kv, grads, keys, warmup, iters, &med[mode], &mean[mode]);
     if (rank == 0) {
       /* Algorithm bandwidth: bytes of the model per second (not counting p-dependent traffic). */
       printf("  %-18s %12.3f %12.3f %10.2f\n", mode_names[mode], med[mode], mean[mode],
@@ -259,11 +271,9 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
   }
   free(grads);
   free(keys);
-  for (int v = 0; v < 2; v++) {
-    int rc = mpiar_kv_destroy(kv[v]);
-    if (rc != 0) {
-      die(rc, "destroy");
-    }
+  int rc = mpiar_kv_destroy(kv);
+  if (rc != 0) {
+    die(rc, "destroy");
   }
 }
 
