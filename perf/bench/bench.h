@@ -44,18 +44,18 @@
 enum { BENCH_PARSE_OK = 0, BENCH_PARSE_HELP = 1, BENCH_PARSE_ERROR = 2 };
 
 typedef struct bench_opts {
-  size_t min_bytes;  /* -b */
-  size_t max_bytes;  /* -e */
-  size_t factor;     /* -f: each size is the previous one times this */
-  int iters;         /* -i: repetitions per size; 0 = scaled with size */
-  int warmup;        /* -w: untimed repetitions per size; -1 = scaled with size */
+  size_t min_bytes;    /* -b */
+  size_t max_bytes;    /* -e */
+  size_t factor;       /* -f: each size is the previous one times this */
+  int iters;           /* -i: repetitions per size; 0 = scaled with size */
+  int warmup;          /* -w: untimed repetitions per size; -1 = scaled with size */
   mpiar_dtype_t dtype; /* -d */
   mpiar_op_t op;       /* -o */
   int nalgs;           /* -a: the algorithms, in the order they run */
   const char *algs[BENCH_MAX_ALGS];
-  int validate;        /* -c */
-  int inplace;         /* --inplace */
-  int quiet;           /* -q: no progress line */
+  int validate;          /* -c */
+  int inplace;           /* --inplace */
+  int quiet;             /* -q: no progress line */
   const char *csv_path;  /* --csv */
   const char *json_path; /* --json */
   int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
@@ -90,12 +90,12 @@ void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_
 
 /* Everything measured at one size. */
 typedef struct bench_row {
-  size_t bytes;        /* count * element size */
+  size_t bytes; /* count * element size */
   size_t count;
-  size_t limit_bytes;  /* bytes each rank sent in the point-to-point exchange */
+  size_t limit_bytes; /* bytes each rank sent in the point-to-point exchange */
   int iters;
   int warmup;
-  double limit_median; /* median time of the point-to-point exchange, seconds */
+  double limit_median;   /* median time of the point-to-point exchange, seconds */
   const char *auto_pick; /* what `auto` selected at this size, NULL if `auto` did not run */
   size_t auto_segment;
   bench_stat_t alg[BENCH_MAX_ALGS];
@@ -105,12 +105,12 @@ typedef struct bench_row {
 typedef struct bench_run {
   const bench_opts_t *opts;
   int nranks;
-  int mpi_index;  /* index of `mpi` in opts->algs, or -1 */
-  int auto_index; /* index of `auto` in opts->algs, or -1 */
-  const char *kernel;  /* mpiar_kernel_level() */
+  int mpi_index;         /* index of `mpi` in opts->algs, or -1 */
+  int auto_index;        /* index of `auto` in opts->algs, or -1 */
+  const char *kernel;    /* mpiar_kernel_level() */
   char mpi_library[256]; /* first line of MPI_Get_library_version() */
   char host[128];
-  char date[64];       /* UTC, ISO 8601 */
+  char date[64]; /* UTC, ISO 8601 */
   int nrows;
   bench_row_t *rows;
 } bench_run_t;

@@ -363,10 +363,10 @@ static void progress_show(progress_t *pg, int k, int nsizes, size_t bytes, int r
   pg->last = now;
   char sz[32];
   char line[160];
-  int w = snprintf(line, sizeof line, "mpiar-bench: size %d/%d (%s), %s %d/%d, %.1f s", k + 1,
-                   nsizes, bench_format_size(bytes, sz, sizeof sz),
-                   rep < 0 ? "warm-up" : "repetition", rep < 0 ? rep + warmup + 1 : rep + 1,
-                   rep < 0 ? warmup : iters, now - pg->start);
+  int w =
+      snprintf(line, sizeof line, "mpiar-bench: size %d/%d (%s), %s %d/%d, %.1f s", k + 1, nsizes,
+               bench_format_size(bytes, sz, sizeof sz), rep < 0 ? "warm-up" : "repetition",
+               rep < 0 ? rep + warmup + 1 : rep + 1, rep < 0 ? warmup : iters, now - pg->start);
   fprintf(stderr, "\r%s%*s", line, pg->width > w ? pg->width - w : 0, "");
   fflush(stderr);
   pg->width = w;
@@ -692,8 +692,7 @@ int main(int argc, char **argv) {
     MPI_Allreduce(MPI_IN_PLACE, times, nslots * row->iters, MPI_DOUBLE, MPI_MAX, comm);
     MPI_Allreduce(MPI_IN_PLACE, failures, o.nalgs, MPI_LONG, MPI_SUM, comm);
     for (int a = 0; a < o.nalgs; a++) {
-      bench_stat_compute(times + (size_t)a * (size_t)row->iters, row->iters, scratch,
-                         &row->alg[a]);
+      bench_stat_compute(times + (size_t)a * (size_t)row->iters, row->iters, scratch, &row->alg[a]);
       row->alg[a].failures = failures[a];
       total_failures += failures[a];
     }

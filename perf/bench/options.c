@@ -36,32 +36,33 @@ void bench_usage(FILE *f) {
           "                 bfloat16 float32 float64 (or i8 u8 i32 u32 i64 u64 f16 bf16 f32\n"
           "                 f64); default float32\n"
           "  -o OP          sum prod min max band bor bxor avg; default sum\n"
-          "  -a ALG[,ALG]   algorithms to compare, in order: registry names (",
-          BENCH_AUTO_ITERS_MAX, BENCH_AUTO_ITERS_MIN, (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
+          "  -a ALG[,ALG]   algorithms to compare, in order: the registry's\n"
+          "                 (",
+          BENCH_AUTO_ITERS_MAX, BENCH_AUTO_ITERS_MIN,
+          (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
   int n = mpiar_algorithm_count();
   for (int i = 0; i < n; i++) {
     fprintf(f, "%s%s", i ? ", " : "", mpiar_algorithm_name(i));
   }
-  fprintf(f,
-          "),\n"
-          "                 auto (mpiar's own choice) and mpi (MPI_Allreduce); default all\n"
-          "                 of them (mpi is left out for float16 and bfloat16, which MPI\n"
-          "                 lacks). For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.\n"
-          "  -c             check every result against the exact expected values (the\n"
-          "                 inputs are small integers); exit code 1 if any differs\n"
-          "  --inplace      reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE)\n"
-          "  --csv FILE     write one line per size and algorithm to FILE\n"
-          "  --json FILE    write the whole run, with its summary, to FILE\n"
-          "  -q, --quiet    no progress line on stderr\n"
-          "  -h, --help     this text\n"
-          "\n"
-          "Output (rank 0, stdout): a table with each algorithm's median time in microseconds\n"
-          "and its speedup vs MPI = time(MPI_Allreduce) / time(algorithm) (> 1: faster than\n"
-          "MPI), the point-to-point limit, and the best mpiar bus bandwidth as a percentage of\n"
-          "it (busbw = bytes / time * 2(p-1)/p, as in nccl-tests); then the median speedups\n"
-          "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes.\n"
-          "\n"
-          "Exit codes: 0 success, 1 a failed check or run-time error, 2 bad arguments.\n");
+  fprintf(f, "),\n"
+             "                 auto (mpiar's own choice) and mpi (MPI_Allreduce); default all\n"
+             "                 of them (mpi is left out for float16 and bfloat16, which MPI\n"
+             "                 lacks). For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.\n"
+             "  -c             check every result against the exact expected values (the\n"
+             "                 inputs are small integers); exit code 1 if any differs\n"
+             "  --inplace      reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE)\n"
+             "  --csv FILE     write one line per size and algorithm to FILE\n"
+             "  --json FILE    write the whole run, with its summary, to FILE\n"
+             "  -q, --quiet    no progress line on stderr\n"
+             "  -h, --help     this text\n"
+             "\n"
+             "Output (rank 0, stdout): a table with each algorithm's median time in microseconds\n"
+             "and its speedup vs MPI = time(MPI_Allreduce) / time(algorithm) (> 1: faster than\n"
+             "MPI), the point-to-point limit, and the best mpiar bus bandwidth as a percentage of\n"
+             "it (busbw = bytes / time * 2(p-1)/p, as in nccl-tests); then the median speedups\n"
+             "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes.\n"
+             "\n"
+             "Exit codes: 0 success, 1 a failed check or run-time error, 2 bad arguments.\n");
 }
 
 int bench_mpi_has_dtype(mpiar_dtype_t dtype) {

@@ -61,6 +61,7 @@ typedef struct summary {
   double pct_large[BENCH_MAX_ALGS];  /* median over sizes >= 4 MiB of busbw % of the limit */
   double limit_large;                /* median limit bandwidth over sizes >= 4 MiB, GB/s */
   int have_auto_vs_mpi;
+  int judge_targets;
   double auto_worst; /* smallest time(mpi)/time(auto) over all sizes */
   size_t auto_worst_bytes;
   const char *auto_worst_pick;
@@ -126,6 +127,8 @@ static void summarize(const bench_run_t *run, summary_t *s) {
   const int mi = run->mpi_index;
   if (ai >= 0 && mi >= 0 && nrows > 0) {
     s->have_auto_vs_mpi = 1;
+    /* The performance targets are stated for two ranks. */
+    s->judge_targets = run->nranks == 2;
     s->auto_worst = INFINITY;
     for (int r = 0; r < nrows; r++) {
       bench_figures_t f;
@@ -136,6 +139,8 @@ static void summarize(const bench_run_t *run, summary_t *s) {
         s->auto_worst_pick = run->rows[r].auto_pick;
       }
     }
+  }
+  if (s->judge_targets) {
     /* The targets are judged on `auto`, the algorithm users get by default. */
     n = 0;
     for (int r = 0; r < nrows; r++) {
@@ -193,8 +198,8 @@ static int column_width(const char *name, int is_mpi) {
 
 void bench_table_header(FILE *f, const bench_run_t *run) {
   const bench_opts_t *o = run->opts;
-  fprintf(f, "# mpiar-bench %s: %d ranks, %s %s, %s, kernel %s, %s\n", mpiar_version(),
-          run->nranks, mpiar_dtype_name(o->dtype), mpiar_op_name(o->op),
+  fprintf(f, "# mpiar-bench %s: %d ranks, %s %s, %s, kernel %s, %s\n", mpiar_version(), run->nranks,
+          mpiar_dtype_name(o->dtype), mpiar_op_name(o->op),
           o->inplace ? "in place" : "out of place", run->kernel ? run->kernel : "?",
           run->mpi_library);
   fprintf(f, "# %s, %s%s\n", run->host, run->date,
@@ -328,6 +333,8 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
     fprintf(f, "# auto vs mpi, worst case: %.2fx at %s (auto picked %s)\n", s.auto_worst,
             bench_format_size(s.auto_worst_bytes, sz, sizeof sz),
             s.auto_worst_pick ? s.auto_worst_pick : "?");
+  }
+  if (s.judge_targets) {
     fprintf(f, "# Targets at p=2 (judged on auto):\n");
     for (int t = 0; t < s.ntargets; t++) {
       fprintf(f, "#   %-62s %8.2f%s  target %s %.2f%s  %s\n", s.targets[t].what, s.targets[t].value,
@@ -481,8 +488,9 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     }
     fprintf(f, "}}");
   }
-  fprintf(f, "\n  ],\n  \"summary\": {\n    \"ranges\": {\"small\": {\"max_bytes\": %zu, \"sizes\": "
-             "%d}, \"medium\": {\"sizes\": %d}, \"large\": {\"min_bytes\": %zu, \"sizes\": %d}},\n",
+  fprintf(f,
+          "\n  ],\n  \"summary\": {\n    \"ranges\": {\"small\": {\"max_bytes\": %zu, \"sizes\": "
+          "%d}, \"medium\": {\"sizes\": %d}, \"large\": {\"min_bytes\": %zu, \"sizes\": %d}},\n",
           BENCH_SMALL_MAX_BYTES, s.nrange[0], s.nrange[1], BENCH_LARGE_MIN_BYTES, s.nrange[2]);
   fprintf(f, "    \"median_speedup_vs_mpi\": {");
   int first = 1;
