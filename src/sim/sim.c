@@ -522,7 +522,7 @@ static void fill_input(const mpiar__sim_config_t *cfg, int r, unsigned char *buf
     double u = (double)(splitmix(&st) >> 11) * 0x1.0p-53; /* [0, 1) */
     double v = cfg->op == MPIAR_PROD ? 1.0 + (2 * u - 1) / (2 * p) : 2 * u - 1;
     put_f(buf, cfg->dtype, i, v);
-    if (cfg->nan_inputs && (i + (size_t)r) % 7 == 0 && r % 3 != 1) {
+    if (cfg->nan_inputs && ((i % 7 == 0 && r % 3 != 2) || (i + (size_t)r) % 11 == 0)) {
       put_nan(buf, cfg->dtype, i, r);
     }
   }

@@ -1,0 +1,173 @@
+/*
+ * The cost model against the closed forms in the builders' headers, the bandwidth-optimality of
+ * ring and Rabenseifner (each rank sends exactly 2(p-1)/p n bytes), the non-power-of-two variants
+ * of Rabenseifner compared in the model, the broadcast builders, and the public registry calls.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/sim.h"
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      failures++;                                                                                  \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
+  } while (0)
+
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11};
+
+static mpiar__sim_result_t sim(const mpiar__algorithm_t *alg, int bcast, int p, size_t count,
+                               size_t seg, int in_place, int root, int data) {
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = alg;
+  cfg.collective = bcast ? MPIAR__SIM_BCAST : MPIAR__SIM_ALLREDUCE;
+  cfg.nranks = p;
+  cfg.count = count;
+  cfg.segment_elems = seg;
+  cfg.in_place = in_place;
+  cfg.root = root;
+  cfg.data = data;
+  cfg.check_hazards = data ? -1 : 0;
+  cfg.cost = model;
+  mpiar__sim_result_t res;
+  int rc = mpiar__sim_run(&cfg, &res);
+  EXPECT(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu seg=%zu: %s", alg->name, p, count, seg,
+         rc ? mpiar_last_error() : res.error);
+  return res;
+}
+
+/* Simulated time equals the closed form to a relative 1e-9. */
+static void expect_closed_form(const mpiar__algorithm_t *alg, int bcast, int p, size_t count,
+                               size_t seg, int in_place) {
+  mpiar__sim_result_t r = sim(alg, bcast, p, count, seg, in_place, p / 2, 0);
+  double f = alg->cost(p, count * 4, 4, seg * 4, &model);
+  EXPECT(fabs(r.time_s - f) <= 1e-9 * f,
+         "%s p=%d count=%zu seg=%zu in_place=%d: sim %.12g s, closed form %.12g s", alg->name, p,
+         count, seg, in_place, r.time_s, f);
+}
+
+int main(void) {
+  const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
+  const mpiar__algorithm_t *rab = mpiar__algorithm_find("rabenseifner");
+  const mpiar__algorithm_t *fold = mpiar__algorithm_find_any("rabenseifner_fold");
+  const mpiar__algorithm_t *rd = mpiar__algorithm_find("recursive_doubling");
+
+  /* Powers of two: every algorithm, two sizes (latency- and bandwidth-dominated). */
+  for (int p = 2; p <= 1024; p *= 2) {
+    for (int a = 0; a < mpiar__algorithm_count; a++) {
+      const mpiar__algorithm_t *alg = &mpiar__algorithms[a];
+      if (alg == ring && p > 256) {
+        continue; /* ring at large p runs below, once */
+      }
+      expect_closed_form(alg, 0, p, (size_t)p * 16, 0, p % 4 == 0);
+      expect_closed_form(alg, 0, p, (size_t)p * 4096, 0, p % 4 != 0);
+    }
+  }
+  expect_closed_form(ring, 0, 1024, 1024 * 64, 0, 0);
+  /* Ring: any p. */
+  for (int p = 2; p <= 64; p++) {
+    expect_closed_form(ring, 0, p, (size_t)p * 512, 0, p % 2);
+  }
+  expect_closed_form(ring, 0, 100, 100 * 300, 0, 1);
+  expect_closed_form(ring, 0, 127, 127 * 300, 0, 0);
+  /* Segmented ring in the port-bound regime: S gamma <= alpha + S beta, S divides the block. */
+  const int segp[] = {2, 3, 5, 8, 16, 33};
+  for (size_t i = 0; i < sizeof segp / sizeof segp[0]; i++) {
+    expect_closed_form(ring, 0, segp[i], (size_t)segp[i] * 8 * 256, 256, (int)i % 2);
+    expect_closed_form(ring, 0, segp[i], (size_t)segp[i] * 2 * 4096, 4096, (int)(i + 1) % 2);
+  }
+  /* Segmentation pays off where the hidden reduction outweighs the extra alphas. */
+  {
+    mpiar__sim_result_t plain = sim(ring, 0, 8, 8u << 20, 0, 0, 0, 0);
+    mpiar__sim_result_t seg = sim(ring, 0, 8, 8u << 20, 256 << 10, 0, 0, 0);
+    EXPECT(seg.time_s < plain.time_s, "segmented ring %.9g s not faster than plain %.9g s",
+           seg.time_s, plain.time_s);
+  }
+
+  /* Bandwidth optimality: every rank sends 2(p-1)/p n bytes (p | count). */
+  for (int p = 1; p <= 1024; p = p < 64 ? p + 1 : p * 2) {
+    const size_t count = (size_t)p * 8, n = count * 4;
+    const size_t opt = 2 * (size_t)(p - 1) * (n / (size_t)p);
+    mpiar__sim_result_t r = sim(ring, 0, p, count, 0, 0, 0, 0);
+    EXPECT(r.bytes_sent_max == opt && r.bytes_sent_total == (size_t)p * opt,
+           "ring p=%d sends %zu max, %zu total; optimum %zu per rank", p, r.bytes_sent_max,
+           r.bytes_sent_total, opt);
+    if ((p & (p - 1)) == 0) {
+      r = sim(rab, 0, p, count, 0, 1, 0, 0);
+      EXPECT(r.bytes_sent_max == opt && r.bytes_sent_total == (size_t)p * opt,
+             "rabenseifner p=%d sends %zu max, %zu total; optimum %zu per rank", p,
+             r.bytes_sent_max, r.bytes_sent_total, opt);
+    }
+  }
+
+  /* Non-power-of-two Rabenseifner: the half-vector pre-step never loses to the fold. */
+  for (int p = 3; p <= 100; p++) {
+    if ((p & (p - 1)) == 0) {
+      continue;
+    }
+    const size_t counts[] = {(size_t)p * 2, (size_t)p * 16384};
+    for (int c = 0; c < 2; c++) {
+      mpiar__sim_result_t h = sim(rab, 0, p, counts[c], 0, 0, 0, 0);
+      mpiar__sim_result_t f = sim(fold, 0, p, counts[c], 0, 0, 0, 0);
+      EXPECT(h.time_s <= f.time_s * (1 + 1e-12), "p=%d count=%zu: half-vector %.9g s > fold %.9g s",
+             p, counts[c], h.time_s, f.time_s);
+      EXPECT(h.messages <= f.messages + (size_t)p, "p=%d: message counts %zu vs %zu", p, h.messages,
+             f.messages);
+      if (c == 1) {
+        EXPECT(h.time_s < f.time_s, "p=%d large: half-vector %.9g s not faster than fold %.9g s", p,
+               h.time_s, f.time_s);
+      }
+    }
+  }
+  /* Recursive doubling pays log2(p) alpha only: it wins small messages against the ring. */
+  {
+    mpiar__sim_result_t a = sim(rd, 0, 64, 16, 0, 0, 0, 0);
+    mpiar__sim_result_t b = sim(ring, 0, 64, 16, 0, 0, 0, 0);
+    EXPECT(a.time_s < b.time_s, "recursive doubling %.9g s vs ring %.9g s at 64 B", a.time_s,
+           b.time_s);
+  }
+
+  /* Broadcast: closed forms for powers of two, data for many p and roots. */
+  for (int b = 0; b < mpiar__bcast_algorithm_count; b++) {
+    const mpiar__algorithm_t *alg = &mpiar__bcast_algorithms[b];
+    for (int p = 2; p <= 256; p *= 2) {
+      expect_closed_form(alg, 1, p, (size_t)p * 64, 0, 1);
+    }
+    for (int p = 1; p <= 33; p++) {
+      const int roots[] = {0, p / 2, p - 1};
+      const size_t counts[] = {0, 1, (size_t)p + 1, 1009};
+      for (int ri = 0; ri < 3; ri++) {
+        for (int c = 0; c < 4; c++) {
+          sim(alg, 1, p, counts[c], 0, 1, roots[ri], 1);
+        }
+      }
+    }
+    sim(alg, 1, 1000, 3001, 0, 1, 999, 1);
+  }
+  EXPECT(mpiar__bcast_algorithm_find("binomial") != NULL &&
+             mpiar__bcast_algorithm_find("scatter_allgather") != NULL &&
+             mpiar__bcast_algorithm_find("ring") == NULL,
+         "broadcast registry lookup");
+
+  /* The public enumeration is the registry. */
+  EXPECT(mpiar_algorithm_count() == mpiar__algorithm_count, "mpiar_algorithm_count()");
+  for (int i = 0; i < mpiar_algorithm_count(); i++) {
+    EXPECT(mpiar_algorithm_name(i) != NULL &&
+               strcmp(mpiar_algorithm_name(i), mpiar__algorithms[i].name) == 0 &&
+               mpiar__algorithm_find(mpiar_algorithm_name(i)) == &mpiar__algorithms[i],
+           "registry entry %d", i);
+  }
+  EXPECT(mpiar_algorithm_name(-1) == NULL && mpiar_algorithm_name(mpiar_algorithm_count()) == NULL,
+         "out-of-range names");
+  EXPECT(mpiar__algorithm_find("rabenseifner_fold") == NULL && fold != NULL,
+         "research variants stay out of the registry");
+  printf("%d failures\n", failures);
+  return failures ? 1 : 0;
+}
