@@ -77,7 +77,11 @@ typedef struct mpiar_kv_options {
   size_t fusion_bytes;
   /** Reduction of pushpull: MPIAR_SUM (default) or MPIAR_AVG (floating dtypes only). */
   mpiar_op_t op;
-  /** Allreduce algorithm of every reduction: NULL or "auto" = mpiar's selection, else a name. */
+  /**
+   * Allreduce algorithm of every reduction: a registry name, "auto" (mpiar's selection), or NULL
+   * (the default: mpiar's selection for integer data, rabenseifner for floating data, so that
+   * fused and per-key results agree bit for bit).
+   */
   const char *algorithm;
   /** Deadline of each collective in milliseconds, as mpiar_options_t.timeout_ms. */
   int timeout_ms;
@@ -162,9 +166,10 @@ int mpiar_kv_pushpull(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *
  * buffers of at most the fusion threshold, and each buffer is reduced with one allreduce; a
  * tensor larger than the threshold goes alone. The order is the same on every worker because
  * the call is (verify = 1 checks the key sequence). Each result equals that of
- * mpiar_kv_pushpull() on the key bit for bit whenever the allreduce reduces every element in an
- * order that does not depend on its position in the buffer: always on one or two workers, for
- * integer dtypes, and with the recursive_doubling or rabenseifner algorithm (see README).
+ * mpiar_kv_pushpull() on the key bit for bit: the store reduces floating data with an algorithm
+ * that sums every element in an order independent of its position in the buffer (rabenseifner,
+ * unless the options name an algorithm; with "ring" or "auto" named, floating results may
+ * differ from per-key pushpull in the last bits on three or more workers).
  * ins[i] may equal outs[i] or be MPIAR_IN_PLACE. A key may appear more than once.
  *
  * @return as mpiar_kv_pushpull(); MPIAR_ERR_NULL_BUFFER also for NULL arrays with n > 0.

@@ -35,7 +35,7 @@
 #include "mpiar_kv.h"
 
 typedef struct tensor {
-  char name[48];
+  char name[64];
   size_t count;
 } tensor_t;
 
@@ -89,7 +89,7 @@ static void build_vgg16(model_t *m) {
 }
 
 static void conv_bn(model_t *m, const char *prefix, size_t out, size_t in, size_t k) {
-  char name[48];
+  char name[64];
   snprintf(name, sizeof name, "%s.conv", prefix);
   add(m, name, out * in * k * k);
   snprintf(name, sizeof name, "%s.bn.gamma", prefix);

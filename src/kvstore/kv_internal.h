@@ -101,6 +101,7 @@ struct mpiar_kv {
   char *algorithm;           /* owned copy of the algorithm option, or NULL */
   int verify;
   mpiar_options_t ar;        /* options of every allreduce the store runs */
+  mpiar_options_t ar_float;  /* options of floating-point data reductions (see kv_create) */
   mpiar_options_t bc;        /* options of every broadcast (no algorithm name) */
   mpiar__kv_table_t table;
   mpiar_kv_optimizer_t opt;

@@ -193,6 +193,18 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
     }
   }
   kv->ar.algorithm = kv->algorithm;
+  /*
+   * Fused and per-key reductions of floating data must give the same bits, so every element must
+   * be summed in an order that does not depend on where it sits in the buffer. The ring sums
+   * block b starting at rank b + 1, an order that moves with the element's position, and the
+   * automatic choice may pick different algorithms for a tensor alone and inside a fusion
+   * buffer. Rabenseifner combines every element along the same rank tree, so the store uses it
+   * for floating data unless the caller names an algorithm.
+   */
+  kv->ar_float = kv->ar;
+  if (o.algorithm == NULL) {
+    kv->ar_float.algorithm = "rabenseifner";
+  }
   /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
   kv->bc = kv->ar;
   kv->bc.algorithm = NULL;
@@ -404,6 +416,13 @@ static int check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const 
   return MPIAR_SUCCESS;
 }
 
+/* Options of a data reduction of @p dtype (see ar_float in mpiar_kv_create). */
+static const mpiar_options_t *data_options(const mpiar_kv_t *kv, mpiar_dtype_t dtype) {
+  int floating = dtype == MPIAR_FLOAT16 || dtype == MPIAR_BFLOAT16 || dtype == MPIAR_FLOAT32 ||
+                 dtype == MPIAR_FLOAT64;
+  return floating ? &kv->ar_float : &kv->ar;
+}
+
 /* One allreduce on the caller's buffers; in == out means in place. */
 static int reduce_direct(mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in, void *out,
                          mpiar_op_t op) {
@@ -411,7 +430,7 @@ static int reduce_direct(mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void 
     return MPIAR_SUCCESS;
   }
   const void *send = (in == out) ? MPIAR_IN_PLACE : in;
-  return mpiar_allreduce_ex(send, out, e->count, e->dtype, op, kv->comm, &kv->ar);
+  return mpiar_allreduce_ex(send, out, e->count, e->dtype, op, kv->comm, data_options(kv, e->dtype));
 }
 
 int mpiar_kv_pushpull(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *out) {
@@ -485,7 +504,8 @@ static int flush_pack(mpiar_kv_t *kv, size_t np, const void *const *ins, void *c
     count += kv->batch[i]->count;
   }
   mpiar_dtype_t dtype = kv->batch[kv->pack[0]]->dtype;
-  int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, kv->fusion, count, dtype, op, kv->comm, &kv->ar);
+  int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, kv->fusion, count, dtype, op, kv->comm,
+                              data_options(kv, dtype));
   if (rc != 0) {
     return rc;
   }

@@ -4,7 +4,8 @@
  * around the fusion threshold, broadcast, SGD with momentum and weight decay against a local
  * reference, step_batch against step, and a checkpoint round trip that resumes training bit for
  * bit. Every result is also checked to be bitwise identical on every worker.
- * argv[1]: the allreduce algorithm of the stores ("auto" for mpiar's choice).
+ * argv[1]: the allreduce algorithm of the stores ("auto" for mpiar's choice, "default" to leave
+ * the option unset).
  */
 #include <math.h>
 #include <stdint.h>
@@ -22,7 +23,8 @@ static mpiar_kv_t *store(size_t fusion, mpiar_op_t op) {
   mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
   o.fusion_bytes = fusion;
   o.op = op;
-  o.algorithm = algorithm;
+  /* "default" leaves the option unset: the store's own choice. */
+  o.algorithm = strcmp(algorithm, "default") == 0 ? NULL : algorithm;
   mpiar_kv_t *kv = NULL;
   KV_OK(mpiar_kv_create(MPI_COMM_WORLD, &o, &kv));
   return kv;
@@ -125,7 +127,8 @@ static void test_basics(void) {
 static void test_batch(void) {
   static const mpiar_dtype_t types[] = {MPIAR_FLOAT32, MPIAR_FLOAT64, MPIAR_INT32, MPIAR_FLOAT16,
                                         MPIAR_BFLOAT16};
-  int bitwise = nranks <= 2 || strcmp(algorithm, "rabenseifner") == 0 ||
+  int bitwise = nranks <= 2 || strcmp(algorithm, "default") == 0 ||
+                strcmp(algorithm, "rabenseifner") == 0 ||
                 strcmp(algorithm, "recursive_doubling") == 0;
   size_t fusions[] = {1000, 0, MPIAR_KV_FUSION_DEFAULT};
   for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++) {
