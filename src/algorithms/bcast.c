@@ -15,8 +15,8 @@
  *   its own blocks to rank 1 instead of receiving them, and the last rank sends nothing.
  *   Restrictions: none. Cost: log2(p) alpha + (p-1)/p n beta for the scatter plus
  *   (p-1) (alpha + n/p beta) for the ring, i.e. (log2 p + p - 1) alpha + 2 (p-1)/p n beta for p a
- *   power of two dividing count. Wins for large messages: each rank sends about 2n/p... n bytes
- *   once instead of log2(p) times n through the root.
+ *   power of two dividing count. Wins for large messages: the root sends about n bytes in all
+ *   instead of ceil(log2 p) times n.
  */
 #include <stdlib.h>
 
