@@ -101,6 +101,18 @@ int main(int argc, char **argv) {
       }
     }
   }
+  /* Every method left the same exact sum (small integers) in `out`: check the last one, and
+   * mpiar's once more, so that a fast wrong answer cannot pass unnoticed. */
+  int bad = 0;
+  float want = (float)size * (float)(size + 1) / 2.0f;
+  for (int m = 0; m < 2; m++) {
+    memset(out, 0, count * sizeof *out);
+    mpiar_allreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[m]);
+    for (size_t i = 0; i < count; i++) {
+      bad += out[i] != want;
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(MPI_IN_PLACE, t, (int)(NMETHODS * blocks), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   if (rank == 0) {
     double med[NMETHODS];
@@ -115,11 +127,14 @@ int main(int argc, char **argv) {
       printf("%-52s %12.2f us  %6.2fx MPI time\n", names[m], med[m] * 1e6, med[m] / med[2]);
     }
   }
+  if (bad && rank == 0) {
+    fprintf(stderr, "mpiar-latency: %d wrong elements\n", bad);
+  }
   free(t);
   free(in);
   free(out);
   MPI_Comm_free(&comms[0]);
   MPI_Comm_free(&comms[1]);
   MPI_Finalize();
-  return 0;
+  return bad ? 1 : 0;
 }
