@@ -596,14 +596,18 @@ static void run_special(int split_color) {
     }
   }
 
-  /* Derived datatype: MPI decides (MPICH refuses predefined ops on derived types). */
+  int rc;
+#ifndef OPEN_MPI
+  /* Derived datatype: MPI decides (MPICH refuses predefined ops on derived types). The standard
+   * leaves the call erroneous, and Open MPI crashes on it, so only MPICH runs it. */
   MPI_Datatype pair;
   MPI_Type_contiguous(2, MPI_INT, &pair);
   MPI_Type_commit(&pair);
-  int rc = MPI_Allreduce(a, r, N, pair, MPI_SUM, MPI_COMM_WORLD);
+  rc = MPI_Allreduce(a, r, N, pair, MPI_SUM, MPI_COMM_WORLD);
   expect_call("datatype", 0);
   check_ints("special derived-contiguous(2,MPI_INT) MPI_SUM", rc, r, w, 2 * N);
   MPI_Type_free(&pair);
+#endif
 
   /* User-defined operation. */
   MPI_Op op;
@@ -680,12 +684,16 @@ static void run_special(int split_color) {
     expect_call(bad[k].reason, 0);
     report(world_rank == 0, "special %s class=%d", bad[k].name, error_class(rc));
   }
+#ifndef OPEN_MPI
+  /* MPICH checks buffer arguments and returns an error; Open MPI does not check them and would
+   * crash on the NULL receive buffer, so only MPICH runs these. */
   rc = MPI_Allreduce(a, NULL, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   expect_call("buffer", 0);
   report(world_rank == 0, "special null-recvbuf class=%d", error_class(rc));
   rc = MPI_Allreduce(r, r, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   expect_call("buffer", 0);
   report(world_rank == 0, "special aliased-buffers class=%d", error_class(rc));
+#endif
   rc = MPI_Allreduce(a, r, 1, MPI_INT, MPI_SUM, MPI_COMM_NULL);
   expect_call("comm", 0);
   report(world_rank == 0, "special MPI_COMM_NULL class=%d", error_class(rc));

@@ -2,7 +2,7 @@
 # interposer and compares the two, then checks the interposer's statistics against the calls the
 # program says it made.
 #
-# Variables (-D): MPIEXEC, NPFLAG, NP, PREFLAGS (list), ENV_STYLE (hydra|ompi), EXE (plain
+# Variables (-D): MPIEXEC, NPFLAG, NP, PREFLAGS (comma-separated), ENV_STYLE (hydra|ompi), EXE (plain
 # program), LINKED_EXE (the same program linked with libmpiar_pmpi.so), LIB (libmpiar_pmpi.so),
 # WORKDIR, MODE, ARGS (list, program arguments).
 #
@@ -21,6 +21,8 @@ foreach(v MPIEXEC NPFLAG NP EXE WORKDIR MODE)
     message(FATAL_ERROR "run_pmpi_check.cmake: -D${v}=... is required")
   endif()
 endforeach()
+# PREFLAGS arrives comma-separated (see tests/pmpi/CMakeLists.txt).
+string(REPLACE "," ";" PREFLAGS "${PREFLAGS}")
 file(REMOVE_RECURSE "${WORKDIR}")
 file(MAKE_DIRECTORY "${WORKDIR}")
 
