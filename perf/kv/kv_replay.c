@@ -14,7 +14,8 @@
  *   kv-per-tensor      one mpiar_kv_pushpull per tensor (with the metadata agreement);
  *   kv-per-tensor-nv   the same with verify = 0 (no agreement): the difference is its cost;
  *   kv-fused           one mpiar_kv_pushpull_batch of all tensors (fusion buffers);
- *   mpi-per-tensor     MPI_Allreduce (MPI_SUM) per tensor, the baseline.
+ *   mpi-per-tensor     MPI_Allreduce (MPI_SUM) per tensor, the baseline;
+ *   mpiar-per-tensor   mpiar_allreduce (automatic choice) per tensor, without the store.
  * Each iteration starts after a barrier; its time is the slowest worker's. Reported: median and
  * mean milliseconds per iteration, and fusion's speed-up over per-tensor pushpull.
  *
@@ -130,9 +131,9 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-enum { KV_PER_TENSOR, KV_PER_TENSOR_NV, KV_FUSED, MPI_PER_TENSOR, NMODES };
+enum { KV_PER_TENSOR, KV_PER_TENSOR_NV, KV_FUSED, MPI_PER_TENSOR, MPIAR_PER_TENSOR, NMODES };
 static const char *const mode_names[NMODES] = {"kv-per-tensor", "kv-per-tensor-nv", "kv-fused",
-                                               "mpi-per-tensor"};
+                                               "mpi-per-tensor", "mpiar-per-tensor"};
 
 /* Time one mode: warm-up iterations, then `iters` timed ones; returns median and mean in ms. */
 static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
@@ -161,6 +162,9 @@ static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
                             MPI_COMM_WORLD) != MPI_SUCCESS) {
             rc = MPIAR_ERR_MPI;
           }
+        } else if (mode == MPIAR_PER_TENSOR) {
+          rc = mpiar_allreduce(MPIAR_IN_PLACE, grads[k], m->t[k].count, MPIAR_FLOAT32, MPIAR_SUM,
+                               MPI_COMM_WORLD);
         } else {
           rc = mpiar_kv_pushpull(kv, keys[k], MPIAR_IN_PLACE, grads[k]);
         }
@@ -243,7 +247,8 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
     printf("  %-18s %12s %12s %10s\n", "mode", "median ms", "mean ms", "GB/s*");
   }
   double med[NMODES], mean[NMODES];
-  static const int order[NMODES] = {KV_PER_TENSOR, KV_FUSED, MPI_PER_TENSOR, KV_PER_TENSOR_NV};
+  static const int order[NMODES] = {KV_PER_TENSOR, KV_FUSED, MPI_PER_TENSOR, MPIAR_PER_TENSOR,
+                                    KV_PER_TENSOR_NV};
   for (int o = 0; o < NMODES; o++) {
     int mode = order[o];
     if (mode == KV_PER_TENSOR_NV) {

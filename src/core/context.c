@@ -60,12 +60,7 @@ static void context_destroy(mpiar__context_t *ctx) {
   live_count--;
   pthread_mutex_unlock(&live_lock);
 
-  mpiar__plan_t *p = ctx->plans;
-  while (p != NULL) {
-    mpiar__plan_t *next = p->next;
-    mpiar__plan_free(p);
-    p = next;
-  }
+  mpiar__plans_free_all(ctx);
   free(ctx->scratch);
   if (ctx->comm != MPI_COMM_NULL) {
     if (ctx->broken && !finalizing) {

@@ -55,8 +55,19 @@ typedef struct mpiar__plan {
   int *done_idx;          /* MPI_Testsome output */
   MPI_Status *statuses;   /* MPI_Testsome output */
   size_t npieces;         /* total message pieces */
-  struct mpiar__plan *next; /* most recently used first */
+  uint32_t hash;          /* of the key */
+  struct mpiar__plan *hnext;             /* next plan in the same hash bucket */
+  struct mpiar__plan *lru_prev, *lru_next; /* recency list, most recent first */
 } mpiar__plan_t;
+
+/*
+ * Plans kept per communicator; the least recently used is freed beyond this. A training step
+ * reduces tensors of a few hundred distinct sizes (ResNet-50: 161 tensors), and each size is a
+ * plan: they must all stay cached for the step to allocate nothing.
+ */
+#define MPIAR__PLAN_CACHE_MAX 1024
+extern int mpiar__plan_cache_max; /* MPIAR__PLAN_CACHE_MAX; tests lower it to exercise eviction */
+#define MPIAR__PLAN_BUCKETS 256 /* a power of two */
 
 typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
@@ -67,7 +78,8 @@ typedef struct mpiar__context {
   mpiar__wait_policy_t wait;
   int broken;         /* 1 after a failure mid-communication */
   char broken_reason[256];
-  mpiar__plan_t *plans; /* MRU list */
+  mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS]; /* plans by key hash */
+  mpiar__plan_t *lru_head, *lru_tail;           /* all plans, most recently used first */
   int nplans;
   void *scratch;
   size_t scratch_bytes;
@@ -88,8 +100,6 @@ typedef struct mpiar__context {
   struct mpiar__context *live_next, *live_prev; /* list of live contexts */
 } mpiar__context_t;
 
-/* Plans kept per communicator; the least recently used is freed beyond this. */
-#define MPIAR__PLAN_CACHE_MAX 32
 
 /*
  * Largest MPI message in bytes; longer steps are split into several messages with the same tag.
@@ -124,6 +134,9 @@ extern size_t mpiar__plans_built;
 
 /* Free one plan. */
 void mpiar__plan_free(mpiar__plan_t *plan);
+
+/* Free every plan of a context. */
+void mpiar__plans_free_all(mpiar__context_t *ctx);
 
 /*
  * Run a plan. @p in and @p out are the INPUT and OUTPUT buffers (the same pointer in place).

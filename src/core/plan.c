@@ -1,7 +1,8 @@
 /*
  * Plan cache. A plan is a built, finalized schedule plus every array the executor needs, so a
- * cache hit allocates nothing and builds nothing. Plans are kept most recently used first; the
- * list is short (MPIAR__PLAN_CACHE_MAX), and a training loop hits its first entries.
+ * cache hit allocates nothing and builds nothing. Plans are found through a hash of their key
+ * and kept in a recency list, so that beyond MPIAR__PLAN_CACHE_MAX the least recently used one
+ * is freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "core/context.h"
 
 size_t mpiar__plans_built;
+int mpiar__plan_cache_max = MPIAR__PLAN_CACHE_MAX;
 
 static int key_equal(const mpiar__plan_key_t *a, const mpiar__plan_key_t *b) {
   return a->coll == b->coll && a->count == b->count && a->elem_size == b->elem_size &&
@@ -106,15 +108,70 @@ cleanup:
   return rc;
 }
 
+static uint32_t key_hash(const mpiar__plan_key_t *k) {
+  uint64_t h = 0x9e3779b97f4a7c15ULL;
+  const uint64_t parts[] = {(uint64_t)k->coll, (uint64_t)k->count, (uint64_t)k->elem_size,
+                            (uint64_t)(uintptr_t)k->builder, (uint64_t)k->segment_elems,
+                            (uint64_t)k->in_place, (uint64_t)(int64_t)k->root};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    h = (h ^ parts[i]) * 0xff51afd7ed558ccdULL;
+    h ^= h >> 29;
+  }
+  return (uint32_t)(h ^ (h >> 32));
+}
+
+static void lru_unlink(mpiar__context_t *ctx, mpiar__plan_t *p) {
+  if (p->lru_prev != NULL) {
+    p->lru_prev->lru_next = p->lru_next;
+  } else {
+    ctx->lru_head = p->lru_next;
+  }
+  if (p->lru_next != NULL) {
+    p->lru_next->lru_prev = p->lru_prev;
+  } else {
+    ctx->lru_tail = p->lru_prev;
+  }
+  p->lru_prev = p->lru_next = NULL;
+}
+
+static void lru_push_front(mpiar__context_t *ctx, mpiar__plan_t *p) {
+  p->lru_prev = NULL;
+  p->lru_next = ctx->lru_head;
+  if (ctx->lru_head != NULL) {
+    ctx->lru_head->lru_prev = p;
+  } else {
+    ctx->lru_tail = p;
+  }
+  ctx->lru_head = p;
+}
+
+/* Remove a plan from its bucket and the recency list, and free it. */
+static void plan_evict(mpiar__context_t *ctx, mpiar__plan_t *victim) {
+  mpiar__plan_t **link = &ctx->buckets[victim->hash & (MPIAR__PLAN_BUCKETS - 1)];
+  while (*link != victim) {
+    link = &(*link)->hnext;
+  }
+  *link = victim->hnext;
+  lru_unlink(ctx, victim);
+  mpiar__plan_free(victim);
+  ctx->nplans--;
+}
+
+void mpiar__plans_free_all(mpiar__context_t *ctx) {
+  while (ctx->lru_tail != NULL) {
+    plan_evict(ctx, ctx->lru_tail);
+  }
+}
+
 int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
                     mpiar__builder_fn build, mpiar__plan_t **plan) {
-  mpiar__plan_t *prev = NULL;
-  for (mpiar__plan_t *p = ctx->plans; p != NULL; prev = p, p = p->next) {
-    if (key_equal(&p->key, key)) {
-      if (prev != NULL) { /* move to front */
-        prev->next = p->next;
-        p->next = ctx->plans;
-        ctx->plans = p;
+  uint32_t h = key_hash(key);
+  mpiar__plan_t **bucket = &ctx->buckets[h & (MPIAR__PLAN_BUCKETS - 1)];
+  for (mpiar__plan_t *p = *bucket; p != NULL; p = p->hnext) {
+    if (p->hash == h && key_equal(&p->key, key)) {
+      if (ctx->lru_head != p) {
+        lru_unlink(ctx, p);
+        lru_push_front(ctx, p);
       }
       *plan = p;
       return MPIAR_SUCCESS;
@@ -125,17 +182,14 @@ int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const c
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  fresh->next = ctx->plans;
-  ctx->plans = fresh;
-  if (++ctx->nplans > MPIAR__PLAN_CACHE_MAX) {
-    /* Drop the least recently used plan (the scratch stays: it is sized for the largest). */
-    mpiar__plan_t *p = ctx->plans;
-    while (p->next->next != NULL) {
-      p = p->next;
-    }
-    mpiar__plan_free(p->next);
-    p->next = NULL;
-    ctx->nplans--;
+  ctx->nplans++;
+  fresh->hash = h;
+  fresh->hnext = *bucket;
+  *bucket = fresh;
+  lru_push_front(ctx, fresh);
+  while (ctx->nplans > mpiar__plan_cache_max && ctx->lru_tail != fresh) {
+    /* Drop the least recently used plans (the scratch stays: it is sized for the largest). */
+    plan_evict(ctx, ctx->lru_tail);
   }
   *plan = fresh;
   return MPIAR_SUCCESS;

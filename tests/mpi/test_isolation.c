@@ -89,6 +89,35 @@ int main(int argc, char **argv) {
   MT_CHECK(mpiar__plans_built == built, "a cached call built %zu plans",
            mpiar__plans_built - built);
 
+  /* 3b. Many sizes stay cached (a training step has hundreds of tensor sizes); with the limit
+   * lowered, the least recently used plans are evicted and rebuilt, and results stay right. */
+  MPI_Comm many;
+  MPI_Comm_dup(MPI_COMM_WORLD, &many);
+  for (int pass = 0; pass < 2; pass++) {
+    built = mpiar__plans_built;
+    for (size_t c = 1; c <= 300; c++) {
+      check_sum(many, c, "auto", "many sizes");
+    }
+    MT_CHECK(pass == 0 || mpiar__plans_built == built,
+             "300 cached sizes rebuilt %zu plans on the second pass", mpiar__plans_built - built);
+  }
+  int saved_max = mpiar__plan_cache_max;
+  mpiar__plan_cache_max = 4;
+  for (int pass = 0; pass < 2; pass++) {
+    built = mpiar__plans_built;
+    for (size_t c = 1000; c < 1010; c++) {
+      check_sum(many, c, "ring", "evicted sizes");
+    }
+    /* Ten sizes through a cache of four: every call misses, on both passes. */
+    MT_CHECK(mpiar__plans_built - built == 10, "pass %d built %zu plans, expected 10", pass,
+             mpiar__plans_built - built);
+  }
+  built = mpiar__plans_built;
+  check_sum(many, 1009, "ring", "most recent size");
+  MT_CHECK(mpiar__plans_built == built, "the most recent plan was evicted");
+  mpiar__plan_cache_max = saved_max;
+  MPI_Comm_free(&many);
+
   /* 4. Freeing a communicator releases its context (and its private duplicate). */
   int live = mpiar__live_contexts();
   MPI_Comm_free(&halves);
