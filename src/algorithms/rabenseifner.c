@@ -25,7 +25,9 @@
  *  confirms it (tests/sim, mpiar-sim --algorithm rabenseifner_fold).
  *
  * Memory: scratch for one received half (ceil(n/2) elements; the fold variant needs n). The first
- * reduction reads INPUT directly; no up-front copy.
+ * reduction reads INPUT directly; no up-front copy. Out of place, the first halving step receives
+ * straight into OUTPUT and reduces there (nothing is in OUTPUT yet), as the ring does. Each
+ * allgather receive waits only for the sends that read the range it overwrites.
  *
  * Cost (alpha per message, beta per byte, gamma per byte reduced, n bytes, p | count):
  *   p a power of two:  2 log2(p) alpha + 2 (p-1)/p n beta + (p-1)/p n gamma
@@ -78,7 +80,12 @@ static int build(mpiar__schedule_t *s, int variant) {
   const int top = pof2 / 2;
   const size_t h = mpiar__block_off(n, pof2, top); /* the first halving step's split */
   const int tag_post = 1 + 2 * L;
-  long sends[2 + 64]; /* every send of the reduce-scatter phase (at most pre + L) */
+  /* Every send of the reduce-scatter phase (at most pre + L) and the memory it reads. */
+  struct {
+    long id;
+    mpiar__operand_t src;
+    size_t len;
+  } sends[2 + 64];
   int nsends = 0;
   long last = -1; /* the last reduction (OUTPUT holds this rank's partial from then on) */
   int in_out = 0;
@@ -110,7 +117,9 @@ static int build(mpiar__schedule_t *s, int variant) {
       const size_t goff = upper ? 0 : h, glen = upper ? h : n - h;
       long snd, rcv;
       MPIAR__STEP(snd, mpiar__sched_send(s, mate, 0, mpiar__own(s, goff), glen, NULL, 0));
-      sends[nsends++] = snd;
+      sends[nsends].id = snd;
+      sends[nsends].src = mpiar__own(s, goff);
+      sends[nsends++].len = glen;
       MPIAR__STEP(rcv, mpiar__sched_recv(s, mate, 0, mpiar__scratch(0), klen, NULL, 0));
       const long deps[] = {rcv};
       if (upper) {
@@ -187,15 +196,23 @@ static int build(mpiar__schedule_t *s, int variant) {
     long snd, rcv;
     const long deps[] = {last};
     MPIAR__STEP(snd, mpiar__sched_send(s, to, 1 + j, gsrc, glen, deps, 1));
-    sends[nsends++] = snd;
-    MPIAR__STEP(rcv, mpiar__sched_recv(s, from, 1 + j, mpiar__scratch(0), klen, deps, 1));
+    sends[nsends].id = snd;
+    sends[nsends].src = gsrc;
+    sends[nsends++].len = glen;
+    /*
+     * Before the first reduction of an out-of-place call OUTPUT holds nothing yet: the partner's
+     * half lands there directly and is reduced in place with INPUT, as the ring does, which
+     * saves the scratch buffer's memory traffic. Later steps (and in-place calls) keep the
+     * partial in OUTPUT, so the partner's half goes to scratch.
+     */
+    const mpiar__operand_t landing =
+        (in_out || s->in_place) ? mpiar__scratch(0) : mpiar__out(koff);
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, from, 1 + j, landing, klen, deps, 1));
     const long ddeps[] = {rcv};
     if (v < w) {
-      MPIAR__STEP(
-          last, mpiar__sched_reduce(s, mpiar__out(koff), kcur, mpiar__scratch(0), klen, ddeps, 1));
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(koff), kcur, landing, klen, ddeps, 1));
     } else {
-      MPIAR__STEP(
-          last, mpiar__sched_reduce(s, mpiar__out(koff), mpiar__scratch(0), kcur, klen, ddeps, 1));
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(koff), landing, kcur, klen, ddeps, 1));
     }
     in_out = 1;
   }
@@ -216,18 +233,23 @@ static int build(mpiar__schedule_t *s, int variant) {
     MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + L + j, mpiar__out(off), len, written,
                                        (size_t)nwritten));
     /*
-     * The partner's range overwrites OUTPUT that the reduce-scatter sends read (in place: also
-     * the first send of the vector); waiting for all of them and for the last reduction (which
-     * follows every earlier reduction) orders every earlier access to that range.
+     * The partner's range is one this rank gave away while halving. The last access to it was
+     * the send of that step (reading OUTPUT, or INPUT that is OUTPUT in place), which itself
+     * followed every reduction that wrote the range; so the receive waits for exactly the sends
+     * that read OUTPUT overlapping it. Out of place at p = 2 that is none, and the receive is
+     * posted at once, as early as the ring posts its own.
      */
-    long deps[2 + 64 + 1];
+    long deps[2 + 64];
     int nd = 0;
     for (int i = 0; i < nsends; i++) {
-      deps[nd++] = sends[i];
+      size_t soff = sends[i].src.off;
+      if (sends[i].src.buf == MPIAR__BUF_OUTPUT && sends[i].len > 0 && plen > 0 &&
+          soff < poff + plen && poff < soff + sends[i].len) {
+        deps[nd++] = sends[i].id;
+      }
     }
-    deps[nd++] = last;
-    MPIAR__STEP(rcv,
-                mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen, deps, (size_t)nd));
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen,
+                                       nd ? deps : NULL, (size_t)nd));
     written[nwritten++] = rcv;
     (void)snd;
     const int width = hi - lo;
