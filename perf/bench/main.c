@@ -614,7 +614,7 @@ int main(int argc, char **argv) {
     if (run.auto_index >= 0) {
       int rc = mpiar_select(row->bytes, p, &row->auto_pick, &row->auto_segment);
       if (rc != MPIAR_SUCCESS) {
-        /* The selector reads the same environment and tuning file on every rank. */
+        /* The selector reads the same environment on every rank. */
         if (rank == 0) {
           fprintf(stderr, "mpiar-bench: mpiar_select: %s: %s\n", mpiar_strerror(rc),
                   mpiar_last_error());
