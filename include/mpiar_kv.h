@@ -11,7 +11,7 @@
  * Collective calls: every call that moves data (create, init, pushpull, pushpull_batch, step,
  * step_batch, broadcast, set_optimizer, barrier, save, load, destroy) is collective over the
  * store's communicator: every worker calls it, in the same order, with the same keys. Before any
- * data moves, each such call runs a small metadata agreement (one allreduce of 32 bytes) that
+ * data moves, each such call runs a small metadata agreement (one allreduce of 24 bytes) that
  * checks the call, its keys, their dtypes and counts and every worker's local argument checks, so
  * a key initialised on some workers only, or differing arguments, give an error on every worker
  * instead of a hang or mismatched messages. `verify = 0` in the options skips the agreement for

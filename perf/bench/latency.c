@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
            "time per call\n",
            size, count * sizeof(float), blocks, calls);
     for (int m = 0; m < NMETHODS; m++) {
-      printf("%-52s %12.2f us  %6.2fx MPI time\n", names[m], med[m] * 1e6, med[m] / med[2]);
+      printf("%-52s %12.2f us  %8.4fx MPI time\n", names[m], med[m] * 1e6, med[m] / med[2]);
     }
   }
   if (bad && rank == 0) {

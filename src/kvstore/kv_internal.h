@@ -92,6 +92,12 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *n);
 /* Free the result of mpiar__ckpt_read(). */
 void mpiar__ckpt_free(mpiar__kv_entry_t **entries, size_t n);
 
+/*
+ * Largest piece of one allreduce of the store (4 MiB); longer tensors and fusion buffers are
+ * reduced piece by piece. A variable so that tests can make pieces of a few elements.
+ */
+extern size_t mpiar__kv_chunk_bytes;
+
 /* The store. */
 struct mpiar_kv {
   MPI_Comm comm;             /* the store's own duplicate of the user's communicator */

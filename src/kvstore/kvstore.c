@@ -423,6 +423,35 @@ static const mpiar_options_t *data_options(const mpiar_kv_t *kv, mpiar_dtype_t d
   return floating ? &kv->ar_float : &kv->ar;
 }
 
+size_t mpiar__kv_chunk_bytes = (size_t)4 << 20;
+
+/*
+ * Allreduce of @p count elements in pieces of at most mpiar__kv_chunk_bytes. A tensor of
+ * hundreds of megabytes reduced in one piece streams every buffer through memory twice (the
+ * received half, then the reduction reading it back); pieces of a few megabytes are reduced
+ * while the received data is still in cache. Cutting changes no bit: every element is reduced
+ * on its own, and Rabenseifner (the store's algorithm for floating data) sums an element in an
+ * order that does not depend on its position in the buffer.
+ */
+static int allreduce_chunked(mpiar_kv_t *kv, const void *send, void *out, size_t count,
+                             mpiar_dtype_t dtype, mpiar_op_t op) {
+  size_t es = mpiar_dtype_size(dtype);
+  size_t chunk = mpiar__kv_chunk_bytes / es;
+  if (chunk == 0) {
+    chunk = 1;
+  }
+  for (size_t off = 0; off < count; off += chunk) {
+    size_t len = count - off < chunk ? count - off : chunk;
+    const void *s = send == MPIAR_IN_PLACE ? MPIAR_IN_PLACE : (const char *)send + off * es;
+    int rc = mpiar_allreduce_ex(s, (char *)out + off * es, len, dtype, op, kv->comm,
+                                data_options(kv, dtype));
+    if (rc != MPIAR_SUCCESS) {
+      return rc;
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
 /* One allreduce on the caller's buffers; in == out means in place. */
 static int reduce_direct(mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in, void *out,
                          mpiar_op_t op) {
@@ -430,7 +459,7 @@ static int reduce_direct(mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void 
     return MPIAR_SUCCESS;
   }
   const void *send = (in == out) ? MPIAR_IN_PLACE : in;
-  return mpiar_allreduce_ex(send, out, e->count, e->dtype, op, kv->comm, data_options(kv, e->dtype));
+  return allreduce_chunked(kv, send, out, e->count, e->dtype, op);
 }
 
 int mpiar_kv_pushpull(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *out) {
@@ -504,8 +533,7 @@ static int flush_pack(mpiar_kv_t *kv, size_t np, const void *const *ins, void *c
     count += kv->batch[i]->count;
   }
   mpiar_dtype_t dtype = kv->batch[kv->pack[0]]->dtype;
-  int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, kv->fusion, count, dtype, op, kv->comm,
-                              data_options(kv, dtype));
+  int rc = allreduce_chunked(kv, MPIAR_IN_PLACE, kv->fusion, count, dtype, op);
   if (rc != 0) {
     return rc;
   }

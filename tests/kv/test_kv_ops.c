@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kv_test.h"
+#include "kvstore/kv_internal.h"
 #include "mpiar_kv.h"
 
 static int rank, nranks;
@@ -367,6 +368,12 @@ int main(int argc, char **argv) {
 
   test_basics();
   test_batch();
+  /* Again with the store's allreduces cut into pieces of 24 bytes (6 float32, 3 float64, 12
+   * halves): the pieces must change no bit, fused or not. */
+  size_t saved_chunk = mpiar__kv_chunk_bytes;
+  mpiar__kv_chunk_bytes = 24;
+  test_batch();
+  mpiar__kv_chunk_bytes = saved_chunk;
   test_optimizer_checkpoint();
 
   if (rank == 0) {
