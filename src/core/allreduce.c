@@ -41,8 +41,13 @@ static void report_choice(mpiar__context_t *ctx, const char *coll, const char *n
           ctx->size, name, segment_elems * elem_size);
 }
 
-/* Checks shared by every collective before it touches the communicator. */
-static int check_common(const void *buf, size_t count, mpiar_dtype_t dtype, size_t *bytes) {
+/*
+ * Checks shared by every collective before it touches the communicator: MPI's state, the
+ * datatype, the count, the buffer; then the kernel layer and the deadline (both can fail on a
+ * malformed environment variable).
+ */
+static int check_common(const void *buf, size_t count, mpiar_dtype_t dtype,
+                        const mpiar_options_t *opts, size_t *bytes, long *timeout_ms) {
   int rc = mpiar__check_mpi_state();
   if (rc != MPIAR_SUCCESS) {
     return rc;
@@ -58,7 +63,28 @@ static int check_common(const void *buf, size_t count, mpiar_dtype_t dtype, size
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "NULL buffer with count %zu", count);
   }
   *bytes = count * es;
-  return mpiar__kernels_init();
+  rc = mpiar__kernels_init();
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  return mpiar__timeout_ms(opts->timeout_ms, timeout_ms);
+}
+
+/* Find or build the plan of @p key, report a new choice under MPIAR_DEBUG, and run it. */
+static int run_plan(mpiar__context_t *ctx, const mpiar__plan_key_t *key,
+                    const mpiar__algorithm_t *alg, const char *coll, const void *in, void *out,
+                    mpiar_dtype_t dtype, mpiar_op_t op, long timeout_ms) {
+  mpiar__plan_t *plan = NULL;
+  size_t built = mpiar__plans_built;
+  int rc = mpiar__plan_get(ctx, key, alg->name, alg->build, &plan);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (mpiar__plans_built != built) {
+    report_choice(ctx, coll, alg->name, alg, key->count * key->elem_size, key->segment_elems,
+                  key->elem_size);
+  }
+  return mpiar__execute(ctx, plan, in, out, dtype, op, timeout_ms);
 }
 
 static int context_ready(MPI_Comm comm, mpiar__context_t **ctx) {
@@ -76,11 +102,10 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
                        mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts) {
   static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
   mpiar__error_clear();
-  if (opts == NULL) {
-    opts = &defaults;
-  }
+  opts = opts != NULL ? opts : &defaults;
   size_t bytes = 0;
-  int rc = check_common(recvbuf, count, dtype, &bytes);
+  long timeout_ms = 0;
+  int rc = check_common(recvbuf, count, dtype, opts, &bytes, &timeout_ms);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
@@ -103,10 +128,6 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
                           "bytes",
                           sendbuf, (void *)recvbuf, bytes);
     }
-  }
-  long timeout_ms = 0;
-  if ((rc = mpiar__timeout_ms(opts->timeout_ms, &timeout_ms)) != MPIAR_SUCCESS) {
-    return rc;
   }
   mpiar__context_t *ctx = NULL;
   if ((rc = context_ready(comm, &ctx)) != MPIAR_SUCCESS) {
@@ -147,15 +168,8 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
       .in_place = in_place,
       .root = -1,
   };
-  mpiar__plan_t *plan = NULL;
-  size_t built = mpiar__plans_built;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  if (mpiar__plans_built != built) {
-    report_choice(ctx, "allreduce", alg->name, alg, bytes, key.segment_elems, es);
-  }
-  rc = mpiar__execute(ctx, plan, in_place ? recvbuf : sendbuf, recvbuf, dtype, op, timeout_ms);
+  rc = run_plan(ctx, &key, alg, "allreduce", in_place ? recvbuf : sendbuf, recvbuf, dtype, op,
+                timeout_ms);
   if (rc == MPIAR_SUCCESS && op == MPIAR_AVG && ctx->size > 1) {
     mpiar__divide(recvbuf, recvbuf, count, dtype, (double)ctx->size);
   }
@@ -171,16 +185,11 @@ int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_C
                    const mpiar_options_t *opts) {
   static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
   mpiar__error_clear();
-  if (opts == NULL) {
-    opts = &defaults;
-  }
+  opts = opts != NULL ? opts : &defaults;
   size_t bytes = 0;
-  int rc = check_common(buf, count, dtype, &bytes);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
   long timeout_ms = 0;
-  if ((rc = mpiar__timeout_ms(opts->timeout_ms, &timeout_ms)) != MPIAR_SUCCESS) {
+  int rc = check_common(buf, count, dtype, opts, &bytes, &timeout_ms);
+  if (rc != MPIAR_SUCCESS) {
     return rc;
   }
   mpiar__context_t *ctx = NULL;
@@ -208,16 +217,8 @@ int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_C
       .in_place = 1,
       .root = root,
   };
-  mpiar__plan_t *plan = NULL;
-  size_t built = mpiar__plans_built;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  if (mpiar__plans_built != built) {
-    report_choice(ctx, "bcast", alg->name, alg, bytes, 0, es);
-  }
   /* Broadcast schedules copy and move bytes only: the datatype and operation are not used. */
-  return mpiar__execute(ctx, plan, buf, buf, dtype, MPIAR_SUM, timeout_ms);
+  return run_plan(ctx, &key, alg, "bcast", buf, buf, dtype, MPIAR_SUM, timeout_ms);
 }
 
 int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm) {
