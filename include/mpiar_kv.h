@@ -79,8 +79,8 @@ typedef struct mpiar_kv_options {
   mpiar_op_t op;
   /**
    * Allreduce algorithm of every reduction: a registry name, "auto" (mpiar's selection), or NULL
-   * (the default: mpiar's selection for integer data, rabenseifner for floating data, so that
-   * fused and per-key results agree bit for bit).
+   * (the default: mpiar's selection, except rabenseifner for floating data on three or more
+   * workers, so that fused and per-key results agree bit for bit).
    */
   const char *algorithm;
   /** Deadline of each collective in milliseconds, as mpiar_options_t.timeout_ms. */
@@ -167,9 +167,10 @@ int mpiar_kv_pushpull(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *
  * tensor larger than the threshold goes alone. The order is the same on every worker because
  * the call is (verify = 1 checks the key sequence). Each result equals that of
  * mpiar_kv_pushpull() on the key bit for bit: the store reduces floating data with an algorithm
- * that sums every element in an order independent of its position in the buffer (rabenseifner,
- * unless the options name an algorithm; with "ring" or "auto" named, floating results may
- * differ from per-key pushpull in the last bits on three or more workers).
+ * that sums every element in an order independent of its position in the buffer (on one or two
+ * workers every algorithm does; on more, the store uses rabenseifner unless the options name an
+ * algorithm; with "ring" or "auto" named, floating results may then differ from per-key
+ * pushpull in the last bits).
  * ins[i] may equal outs[i] or be MPIAR_IN_PLACE. A key may appear more than once.
  *
  * @return as mpiar_kv_pushpull(); MPIAR_ERR_NULL_BUFFER also for NULL arrays with n > 0.

@@ -217,6 +217,9 @@ static int build(mpiar__schedule_t *s, int variant) {
     in_out = 1;
   }
 
+  /* The last reduction finished block v. */
+  MPIAR__CHECK(mpiar__sched_mark_final(s, last));
+
   /* Recursive doubling allgather: the range [lo, hi) is the block v, then grows. */
   long written[64 + 1]; /* the last reduction and every allgather receive */
   int nwritten = 0;

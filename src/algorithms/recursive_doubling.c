@@ -85,6 +85,7 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s) {
     }
     in_out = 1;
   }
+  MPIAR__CHECK(mpiar__sched_mark_final(s, last)); /* every rank's last exchange completes it */
   if (r < 2 * rem) {
     const long deps[] = {last};
     MPIAR__STEP(id, mpiar__sched_send(s, r - 1, tag_post, mpiar__out(0), n, deps, 1));

@@ -168,12 +168,9 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
       .in_place = in_place,
       .root = -1,
   };
-  rc = run_plan(ctx, &key, alg, "allreduce", in_place ? recvbuf : sendbuf, recvbuf, dtype, op,
-                timeout_ms);
-  if (rc == MPIAR_SUCCESS && op == MPIAR_AVG && ctx->size > 1) {
-    mpiar__divide(recvbuf, recvbuf, count, dtype, (double)ctx->size);
-  }
-  return rc;
+  /* MPIAR_AVG is divided inside the schedule, by each element's final reduction. */
+  return run_plan(ctx, &key, alg, "allreduce", in_place ? recvbuf : sendbuf, recvbuf, dtype, op,
+                  timeout_ms);
 }
 
 int mpiar_allreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,

@@ -26,6 +26,7 @@ typedef struct exec_state {
   size_t comp_head, comp_tail; /* queue at plan->ready[nsteps .. 2 nsteps) */
   size_t nactive;
   size_t done;
+  int average; /* MPIAR_AVG: final reductions divide by the rank count */
 } exec_state_t;
 
 static inline char *addr(const exec_state_t *x, mpiar__operand_t o) {
@@ -98,6 +99,10 @@ static void run_local(exec_state_t *x, uint32_t step, mpiar_dtype_t dtype, mpiar
   }
   if (st->kind == MPIAR__STEP_REDUCE) {
     mpiar__reduce(addr(x, st->dst), addr(x, st->a), addr(x, st->b), st->count, dtype, op);
+    if (x->average && st->final) {
+      /* The elements are complete here and travel on as averages: each is divided once. */
+      mpiar__divide(addr(x, st->dst), addr(x, st->dst), st->count, dtype, (double)s->nranks);
+    }
   } else {
     char *dst = addr(x, st->dst);
     const char *src = addr(x, st->a);
@@ -201,8 +206,9 @@ int mpiar__execute(mpiar__context_t *ctx, mpiar__plan_t *plan, const void *in, v
   x.base[MPIAR__BUF_INPUT] = (char *)(s->in_place ? out : in);
   x.base[MPIAR__BUF_OUTPUT] = (char *)out;
   x.base[MPIAR__BUF_SCRATCH] = (char *)ctx->scratch;
-  /* AVG travels as a sum; the caller divides once at the end. */
+  /* AVG travels as a sum and is divided by the final reduction of each element. */
   mpiar_op_t kop = op == MPIAR_AVG ? MPIAR_SUM : op;
+  x.average = op == MPIAR_AVG;
 
   size_t n = s->nsteps;
   for (size_t i = 0; i < n; i++) {

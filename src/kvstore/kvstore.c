@@ -199,10 +199,12 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
    * block b starting at rank b + 1, an order that moves with the element's position, and the
    * automatic choice may pick different algorithms for a tensor alone and inside a fusion
    * buffer. Rabenseifner combines every element along the same rank tree, so the store uses it
-   * for floating data unless the caller names an algorithm.
+   * for floating data on three or more workers unless the caller names an algorithm.
    */
   kv->ar_float = kv->ar;
-  if (o.algorithm == NULL) {
+  /* On one or two workers every algorithm reduces each element as x0 op x1: the automatic
+   * choice keeps fused and per-key results equal there. */
+  if (o.algorithm == NULL && kv->size > 2) {
     kv->ar_float.algorithm = "rabenseifner";
   }
   /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
@@ -429,14 +431,18 @@ size_t mpiar__kv_chunk_bytes = (size_t)4 << 20;
  * Allreduce of @p count elements in pieces of at most mpiar__kv_chunk_bytes. A tensor of
  * hundreds of megabytes reduced in one piece streams every buffer through memory twice (the
  * received half, then the reduction reading it back); pieces of a few megabytes are reduced
- * while the received data is still in cache. Cutting changes no bit: every element is reduced
- * on its own, and Rabenseifner (the store's algorithm for floating data) sums an element in an
- * order that does not depend on its position in the buffer.
+ * while the received data is still in cache. Only the store's own Rabenseifner (floating data,
+ * three or more workers) is cut, and cutting changes no bit there: every element is reduced on
+ * its own, in an order that does not depend on its position in the buffer.
  */
 static int allreduce_chunked(mpiar_kv_t *kv, const void *send, void *out, size_t count,
                              mpiar_dtype_t dtype, mpiar_op_t op) {
   size_t es = mpiar_dtype_size(dtype);
-  size_t chunk = mpiar__kv_chunk_bytes / es;
+  /* mpiar's automatic choice pipelines long vectors itself (segmented ring), and a named
+   * algorithm is the caller's: neither is cut. */
+  int cut =
+      data_options(kv, dtype) == &kv->ar_float && kv->ar_float.algorithm != kv->ar.algorithm;
+  size_t chunk = cut ? mpiar__kv_chunk_bytes / es : count;
   if (chunk == 0) {
     chunk = 1;
   }

@@ -113,26 +113,35 @@ static mpiar__operand_t no_operand(void) {
 
 long mpiar__sched_send(mpiar__schedule_t *s, int peer, int tag, mpiar__operand_t src, size_t count,
                        const long *deps, size_t ndeps) {
-  mpiar__step_t st = {MPIAR__STEP_SEND, peer, tag, count, no_operand(), src, no_operand(), 0, 0};
+  mpiar__step_t st = {MPIAR__STEP_SEND, peer, tag, count, no_operand(), src, no_operand(), 0, 0, 0};
   return append(s, &st, deps, ndeps);
 }
 
 long mpiar__sched_recv(mpiar__schedule_t *s, int peer, int tag, mpiar__operand_t dst, size_t count,
                        const long *deps, size_t ndeps) {
-  mpiar__step_t st = {MPIAR__STEP_RECV, peer, tag, count, dst, no_operand(), no_operand(), 0, 0};
+  mpiar__step_t st = {MPIAR__STEP_RECV, peer, tag, count, dst, no_operand(), no_operand(), 0, 0, 0};
   return append(s, &st, deps, ndeps);
 }
 
 long mpiar__sched_reduce(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__operand_t a,
                          mpiar__operand_t b, size_t count, const long *deps, size_t ndeps) {
-  mpiar__step_t st = {MPIAR__STEP_REDUCE, -1, 0, count, dst, a, b, 0, 0};
+  mpiar__step_t st = {MPIAR__STEP_REDUCE, -1, 0, count, dst, a, b, 0, 0, 0};
   return append(s, &st, deps, ndeps);
 }
 
 long mpiar__sched_copy(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__operand_t src,
                        size_t count, const long *deps, size_t ndeps) {
-  mpiar__step_t st = {MPIAR__STEP_COPY, -1, 0, count, dst, src, no_operand(), 0, 0};
+  mpiar__step_t st = {MPIAR__STEP_COPY, -1, 0, count, dst, src, no_operand(), 0, 0, 0};
   return append(s, &st, deps, ndeps);
+}
+
+int mpiar__sched_mark_final(mpiar__schedule_t *s, long step) {
+  if (step < 0 || (size_t)step >= s->nsteps || s->steps[step].kind != MPIAR__STEP_REDUCE) {
+    return mpiar__error(MPIAR_ERR_INTERNAL, "%s: step %ld is not a reduction", s->algorithm,
+                        step);
+  }
+  s->steps[step].final = 1;
+  return MPIAR_SUCCESS;
 }
 
 int mpiar__schedule_finalize(mpiar__schedule_t *s) {
@@ -240,8 +249,9 @@ void mpiar__schedule_print(const mpiar__schedule_t *s, FILE *out) {
               buf_name(st->dst.buf), st->dst.off);
       break;
     case MPIAR__STEP_REDUCE:
-      fprintf(out, "reduce n %zu %s[%zu] = %s[%zu] op %s[%zu]", st->count, buf_name(st->dst.buf),
-              st->dst.off, buf_name(st->a.buf), st->a.off, buf_name(st->b.buf), st->b.off);
+      fprintf(out, "reduce n %zu %s[%zu] = %s[%zu] op %s[%zu]%s", st->count, buf_name(st->dst.buf),
+              st->dst.off, buf_name(st->a.buf), st->a.off, buf_name(st->b.buf), st->b.off,
+              st->final ? " final" : "");
       break;
     default:
       fprintf(out, "copy   n %zu %s[%zu] = %s[%zu]", st->count, buf_name(st->dst.buf), st->dst.off,

@@ -43,6 +43,7 @@ typedef struct mpiar__step {
   mpiar__operand_t b;    /* REDUCE (second operand) */
   uint32_t dep_first;    /* index of this step's first dependency in schedule.deps */
   uint32_t ndeps;        /* number of dependencies (each an earlier step index) */
+  uint8_t final;         /* REDUCE: its result is the complete reduction of those elements */
 } mpiar__step_t;
 
 /*
@@ -109,6 +110,14 @@ long mpiar__sched_reduce(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__oper
                          mpiar__operand_t b, size_t count, const long *deps, size_t ndeps);
 long mpiar__sched_copy(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__operand_t src,
                        size_t count, const long *deps, size_t ndeps);
+
+/*
+ * Mark a REDUCE step as final: its result is the reduction over all ranks of those elements, and
+ * no other REDUCE of this rank writes them afterwards. Executors divide there for MPIAR_AVG, so
+ * each element is divided once, by the rank that finished it (n/p elements per rank in ring and
+ * Rabenseifner, instead of n). @return MPIAR_SUCCESS or MPIAR_ERR_INTERNAL for a non-REDUCE step.
+ */
+int mpiar__sched_mark_final(mpiar__schedule_t *s, long step);
 
 /* Compute successor lists; call once after the builder. @return MPIAR_SUCCESS or MPIAR_ERR_NOMEM. */
 int mpiar__schedule_finalize(mpiar__schedule_t *s);

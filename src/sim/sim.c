@@ -358,6 +358,11 @@ static int do_data(sim_t *m, int64_t gid) {
     }
     mpiar__reduce(addr(m, r, st->dst), addr(m, r, st->a), addr(m, r, st->b), st->count,
                   m->cfg->dtype, op);
+    if (m->cfg->op == MPIAR_AVG && st->final) {
+      /* As the MPI executor: each element is divided by the reduction that completes it. */
+      mpiar__divide(addr(m, r, st->dst), addr(m, r, st->dst), st->count, m->cfg->dtype,
+                    (double)m->p);
+    }
     mark_written(m, r, st->dst, st->count);
     return 0;
   case MPIAR__STEP_COPY:
@@ -626,11 +631,6 @@ static int verify(sim_t *m) {
       }
     }
     return 0;
-  }
-  if (cfg->op == MPIAR_AVG) {
-    for (int r = 0; r < m->p; r++) {
-      mpiar__divide(m->out[r], m->out[r], n, cfg->dtype, (double)m->p);
-    }
   }
   for (int r = 1; r < m->p; r++) {
     if (memcmp(m->out[r], m->out[0], n * es) != 0) {

@@ -37,7 +37,7 @@ typedef struct mpiar__sim_config {
   int nranks;
   size_t count;
   mpiar_dtype_t dtype;
-  mpiar_op_t op; /* allreduce only; AVG runs SUM and divides by nranks afterwards */
+  mpiar_op_t op; /* allreduce only; AVG runs SUM, divided by nranks at the final reductions */
   int in_place;  /* allreduce only; broadcast is always in place */
   int root;      /* broadcast only */
   size_t segment_elems;

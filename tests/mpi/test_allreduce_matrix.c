@@ -271,6 +271,40 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
   free(recv);
 }
 
+/*
+ * On two ranks every algorithm reduces each element as x0 op x1 (rank 0's data first), wherever
+ * the element sits in the vector: the kvstore relies on it for fused and per-key results to
+ * agree. NaN payloads make the order visible (an operation returns its first NaN operand).
+ */
+static void check_rank0_first(void) {
+  enum { N = 1001 };
+  static float x[2][N], got[N], want[N];
+  for (int r = 0; r < 2; r++) {
+    for (size_t i = 0; i < N; i++) {
+      uint32_t bits = 0x7fc00000u | (uint32_t)(r + 1) << 12 | (uint32_t)(i & 0xfff);
+      memcpy(&x[r][i], &bits, sizeof bits);
+    }
+  }
+  const mpiar_op_t ops[] = {MPIAR_SUM, MPIAR_MIN, MPIAR_MAX};
+  int nalg = mpiar_algorithm_count();
+  for (int a = 0; a <= nalg + 1; a++) {
+    mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+    opts.algorithm = a < nalg ? mpiar_algorithm_name(a) : a == nalg ? "auto" : "ring";
+    opts.segment_bytes = a == nalg + 1 ? 64 : 0; /* the segmented ring */
+    for (size_t o = 0; o < 3; o++) {
+      for (int ip = 0; ip < 2; ip++) {
+        MT_RC(MPIAR_SUCCESS, mpiar_reduce_local(want, x[0], x[1], N, MPIAR_FLOAT32, ops[o]));
+        memcpy(got, x[rank], sizeof got);
+        int rc = mpiar_allreduce_ex(ip ? MPIAR_IN_PLACE : x[rank], got, N, MPIAR_FLOAT32, ops[o],
+                                    MPI_COMM_WORLD, &opts);
+        MT_CHECK(rc == MPIAR_SUCCESS && memcmp(got, want, sizeof got) == 0,
+                 "%s (segment %zu) %s in_place %d: not x0 op x1 on every element",
+                 opts.algorithm, opts.segment_bytes, mpiar_op_name(ops[o]), ip);
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   rank = mt_rank;
@@ -314,6 +348,9 @@ int main(int argc, char **argv) {
         run_case(alg, (mpiar_dtype_t)t, MPIAR_BXOR, big, 1, 0);
       }
     }
+  }
+  if (nranks == 2) {
+    check_rank0_first();
   }
   check_identical_everywhere();
   if (rank == 0) {
