@@ -49,7 +49,8 @@ static float feature(uint64_t sample, int j) {
 
 static float label(uint64_t sample) {
   /* The rule to learn: a nonlinear boundary in the first four features. */
-  float a = feature(sample, 0), b = feature(sample, 1), c = feature(sample, 2), d = feature(sample, 3);
+  float a = feature(sample, 0), b = feature(sample, 1), c = feature(sample, 2),
+        d = feature(sample, 3);
   return a * b + 0.5f * c - 0.25f * d * d > 0.0f ? 1.0f : 0.0f;
 }
 

@@ -159,8 +159,8 @@ int mpiar_op_supported(mpiar_dtype_t dtype, mpiar_op_t op);
  * @return MPIAR_SUCCESS, MPIAR_ERR_NULL_BUFFER, MPIAR_ERR_INVALID_ARG, MPIAR_ERR_BAD_DTYPE_OP,
  *         MPIAR_ERR_ENV or MPIAR_ERR_ISA_UNAVAILABLE (bad MPIAR_KERNEL).
  */
-int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count,
-                       mpiar_dtype_t dtype, mpiar_op_t op);
+int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mpiar_dtype_t dtype,
+                       mpiar_op_t op);
 
 /**
  * @return the name of the kernel level in use: "reference", "avx2" or "avx512"; NULL if the
@@ -185,7 +185,8 @@ typedef struct mpiar_options {
 } mpiar_options_t;
 
 /** Default options: automatic algorithm, automatic segment size, deadline from the environment. */
-#define MPIAR_OPTIONS_INIT {NULL, 0, 0}
+#define MPIAR_OPTIONS_INIT \
+  { NULL, 0, 0 }
 
 /**
  * Allreduce: every rank of @p comm receives in @p recvbuf the reduction of all ranks' @p sendbuf.
@@ -215,7 +216,8 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
  */
 int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm);
 
-/** mpiar_bcast() with per-call options (algorithm: NULL/"auto", "binomial" or "scatter_allgather"). */
+/** mpiar_bcast() with per-call options (algorithm: NULL/"auto", "binomial" or "scatter_allgather").
+ */
 int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                    const mpiar_options_t *opts);
 

@@ -44,7 +44,8 @@ typedef struct mpiar_kv mpiar_kv_t;
  * different keys. Build keys with MPIAR_KV_INT() and MPIAR_KV_STR().
  */
 typedef struct mpiar_kv_key {
-  /** The string key (copied by init; at most MPIAR_KV_KEY_MAX bytes), or NULL for an integer key. */
+  /** The string key (copied by init; at most MPIAR_KV_KEY_MAX bytes), or NULL for an integer key.
+   */
   const char *name;
   /** The integer key when @c name is NULL. */
   int64_t id;
@@ -94,7 +95,8 @@ typedef struct mpiar_kv_options {
 } mpiar_kv_options_t;
 
 /** Default options: automatic fusion threshold, sum, automatic algorithm, verified calls. */
-#define MPIAR_KV_OPTIONS_INIT {MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1}
+#define MPIAR_KV_OPTIONS_INIT \
+  { MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1 }
 
 /**
  * Create a store over the workers of @p comm (collective over @p comm). The store uses its own

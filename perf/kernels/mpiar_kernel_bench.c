@@ -213,8 +213,7 @@ int main(int argc, char **argv) {
     usage(stderr, argv[0]);
     return 2;
   }
-  static const mpiar_dtype_t dts[] = {MPIAR_FLOAT32, MPIAR_FLOAT64, MPIAR_BFLOAT16,
-                                      MPIAR_FLOAT16};
+  static const mpiar_dtype_t dts[] = {MPIAR_FLOAT32, MPIAR_FLOAT64, MPIAR_BFLOAT16, MPIAR_FLOAT16};
   mpiar__kernel_table_t tables[MPIAR__ISA_COUNT];
   int have[MPIAR__ISA_COUNT];
   for (int l = 0; l < MPIAR__ISA_COUNT; l++) {
@@ -225,7 +224,8 @@ int main(int argc, char **argv) {
          "median of %d repetitions of >= %.0f ms\n\n",
          !!(f & MPIAR__FEAT_AVX2), !!(f & MPIAR__FEAT_AVX512), !!(f & MPIAR__FEAT_AVX512_BF16),
          !!(f & MPIAR__FEAT_AVX512_FP16), o.reps, o.min_ms);
-  printf("| size/operand | kernel | level | threads | GB/s | memcpy GB/s | / memcpy | x reference |\n");
+  printf("| size/operand | kernel | level | threads | GB/s | memcpy GB/s | / memcpy | x reference "
+         "|\n");
   printf("|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < o.nsizes; s++) {
     size_t bytes = o.sizes[s];

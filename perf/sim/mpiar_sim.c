@@ -373,12 +373,12 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                                                               \
-  do {                                                                                             \
-    if (v == NULL) {                                                                               \
-      return usage_error("option %s needs a value", a);                                            \
-    }                                                                                              \
-    i++;                                                                                           \
+#define NEED_VALUE()                                    \
+  do {                                                  \
+    if (v == NULL) {                                    \
+      return usage_error("option %s needs a value", a); \
+    }                                                   \
+    i++;                                                \
   } while (0)
     long l;
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

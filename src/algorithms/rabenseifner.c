@@ -205,8 +205,7 @@ static int build(mpiar__schedule_t *s, int variant) {
      * saves the scratch buffer's memory traffic. Later steps (and in-place calls) keep the
      * partial in OUTPUT, so the partner's half goes to scratch.
      */
-    const mpiar__operand_t landing =
-        (in_out || s->in_place) ? mpiar__scratch(0) : mpiar__out(koff);
+    const mpiar__operand_t landing = (in_out || s->in_place) ? mpiar__scratch(0) : mpiar__out(koff);
     MPIAR__STEP(rcv, mpiar__sched_recv(s, from, 1 + j, landing, klen, deps, 1));
     const long ddeps[] = {rcv};
     if (v < w) {
@@ -251,8 +250,8 @@ static int build(mpiar__schedule_t *s, int variant) {
         deps[nd++] = sends[i].id;
       }
     }
-    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen,
-                                       nd ? deps : NULL, (size_t)nd));
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen, nd ? deps : NULL,
+                                       (size_t)nd));
     written[nwritten++] = rcv;
     (void)snd;
     const int width = hi - lo;

@@ -34,15 +34,15 @@ static inline mpiar__operand_t mpiar__own(const mpiar__schedule_t *s, size_t off
 }
 
 /* Append a step and jump to cleanup on failure; the step index lands in `var`. */
-#define MPIAR__STEP(var, expr)                                                                     \
-  do {                                                                                             \
-    long step_ = (expr);                                                                           \
-    if (step_ < 0) {                                                                               \
-      rc = (int)step_;                                                                             \
-      goto cleanup;                                                                                \
-    }                                                                                              \
-    (var) = step_;                                                                                 \
-    (void)(var);                                                                                   \
+#define MPIAR__STEP(var, expr) \
+  do {                         \
+    long step_ = (expr);       \
+    if (step_ < 0) {           \
+      rc = (int)step_;         \
+      goto cleanup;            \
+    }                          \
+    (var) = step_;             \
+    (void)(var);               \
   } while (0)
 
 /* Number of elements of a list literal of dependencies. */

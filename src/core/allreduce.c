@@ -136,15 +136,15 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
   const mpiar__algorithm_t *alg = NULL;
   size_t seg_bytes = 0;
   size_t es = mpiar_dtype_size(dtype);
-  int automatic = (opts->algorithm == NULL || strcmp(opts->algorithm, "auto") == 0) &&
-                  opts->segment_bytes == 0;
+  int automatic =
+      (opts->algorithm == NULL || strcmp(opts->algorithm, "auto") == 0) && opts->segment_bytes == 0;
   if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
       ctx->last_choice.elem_size == es) {
     alg = ctx->last_choice.alg;
     seg_bytes = ctx->last_choice.segment_bytes;
   } else {
-    rc = mpiar__select(opts->algorithm, opts->segment_bytes, bytes, es, ctx->size, &alg,
-                       &seg_bytes);
+    rc =
+        mpiar__select(opts->algorithm, opts->segment_bytes, bytes, es, ctx->size, &alg, &seg_bytes);
     if (rc != MPIAR_SUCCESS) {
       return rc;
     }

@@ -28,20 +28,21 @@ int mpiar__error(int code, const char *fmt, ...) MPIAR__PRINTF(2, 3);
 /* Clear this thread's detail message (public calls do this on entry). */
 void mpiar__error_clear(void);
 
-/* Evaluate an expression returning an mpiar code; on failure store it in `rc` and jump to cleanup. */
-#define MPIAR__CHECK(expr)            \
-  do {                                \
-    rc = (expr);                      \
-    if (MPIAR__UNLIKELY(rc != 0)) {   \
-      goto cleanup;                   \
-    }                                 \
+/* Evaluate an expression returning an mpiar code; on failure store it in `rc` and jump to cleanup.
+ */
+#define MPIAR__CHECK(expr)          \
+  do {                              \
+    rc = (expr);                    \
+    if (MPIAR__UNLIKELY(rc != 0)) { \
+      goto cleanup;                 \
+    }                               \
   } while (0)
 
 /* Fail with a code and detail and jump to cleanup. */
-#define MPIAR__FAIL(code, ...)                 \
-  do {                                         \
-    rc = mpiar__error((code), __VA_ARGS__);    \
-    goto cleanup;                              \
+#define MPIAR__FAIL(code, ...)              \
+  do {                                      \
+    rc = mpiar__error((code), __VA_ARGS__); \
+    goto cleanup;                           \
   } while (0)
 
 /*

@@ -22,20 +22,17 @@ typedef enum mpiar__wait_policy {
   MPIAR__WAIT_YIELD
 } mpiar__wait_policy_t;
 
-typedef enum mpiar__coll {
-  MPIAR__COLL_ALLREDUCE = 0,
-  MPIAR__COLL_BCAST
-} mpiar__coll_t;
+typedef enum mpiar__coll { MPIAR__COLL_ALLREDUCE = 0, MPIAR__COLL_BCAST } mpiar__coll_t;
 
 /* What a schedule depends on: everything but the buffers, the datatype and the operation. */
 typedef struct mpiar__plan_key {
-  int coll;             /* mpiar__coll_t */
-  size_t count;         /* elements */
-  size_t elem_size;     /* bytes per element */
-  const void *builder;  /* registry entry */
+  int coll;            /* mpiar__coll_t */
+  size_t count;        /* elements */
+  size_t elem_size;    /* bytes per element */
+  const void *builder; /* registry entry */
   size_t segment_elems;
   int in_place;
-  int root;             /* bcast root, -1 for allreduce */
+  int root; /* bcast root, -1 for allreduce */
 } mpiar__plan_key_t;
 
 /*
@@ -44,19 +41,19 @@ typedef struct mpiar__plan_key {
  */
 typedef struct mpiar__plan {
   mpiar__plan_key_t key;
-  const char *name;       /* algorithm name, for messages */
+  const char *name; /* algorithm name, for messages */
   mpiar__schedule_t sched;
-  uint32_t *pending;      /* per step: dependencies not yet complete (working copy) */
-  uint32_t *ready;        /* ready steps: communication queue, then computation queue */
-  uint32_t *piece_first;  /* per step: first message piece (nsteps + 1 entries) */
-  uint32_t *piece_left;   /* per step: pieces still in flight */
-  MPI_Request *active;    /* outstanding requests, compact */
-  uint32_t *active_step;  /* step of each outstanding request */
-  int *done_idx;          /* MPI_Testsome output */
-  MPI_Status *statuses;   /* MPI_Testsome output */
-  size_t npieces;         /* total message pieces */
-  uint32_t hash;          /* of the key */
-  struct mpiar__plan *hnext;             /* next plan in the same hash bucket */
+  uint32_t *pending;         /* per step: dependencies not yet complete (working copy) */
+  uint32_t *ready;           /* ready steps: communication queue, then computation queue */
+  uint32_t *piece_first;     /* per step: first message piece (nsteps + 1 entries) */
+  uint32_t *piece_left;      /* per step: pieces still in flight */
+  MPI_Request *active;       /* outstanding requests, compact */
+  uint32_t *active_step;     /* step of each outstanding request */
+  int *done_idx;             /* MPI_Testsome output */
+  MPI_Status *statuses;      /* MPI_Testsome output */
+  size_t npieces;            /* total message pieces */
+  uint32_t hash;             /* of the key */
+  struct mpiar__plan *hnext; /* next plan in the same hash bucket */
   struct mpiar__plan *lru_prev, *lru_next; /* recency list, most recent first */
 } mpiar__plan_t;
 
@@ -67,19 +64,19 @@ typedef struct mpiar__plan {
  */
 #define MPIAR__PLAN_CACHE_MAX 1024
 extern int mpiar__plan_cache_max; /* MPIAR__PLAN_CACHE_MAX; tests lower it to exercise eviction */
-#define MPIAR__PLAN_BUCKETS 256 /* a power of two */
+#define MPIAR__PLAN_BUCKETS 256   /* a power of two */
 
 typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
   int rank, size;
-  int local_ranks;    /* ranks of this communicator on this node */
-  int cores;          /* CPUs this process may use */
+  int local_ranks; /* ranks of this communicator on this node */
+  int cores;       /* CPUs this process may use */
   mpiar__wait_policy_t wait;
-  int broken;         /* 1 after a failure mid-communication */
+  int broken; /* 1 after a failure mid-communication */
   char broken_reason[256];
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS]; /* plans by key hash */
-  mpiar__plan_t *lru_head, *lru_tail;           /* all plans, most recently used first */
+  mpiar__plan_t *lru_head, *lru_tail;          /* all plans, most recently used first */
   int nplans;
   void *scratch;
   size_t scratch_bytes;
@@ -99,7 +96,6 @@ typedef struct mpiar__context {
   } last_choice;
   struct mpiar__context *live_next, *live_prev; /* list of live contexts */
 } mpiar__context_t;
-
 
 /*
  * Largest MPI message in bytes; longer steps are split into several messages with the same tag.

@@ -1,4 +1,5 @@
-/* Environment variables: one parser, so that every malformed value is an error naming its variable. */
+/* Environment variables: one parser, so that every malformed value is an error naming its variable.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>

@@ -17,9 +17,13 @@ int mpiar__error(int code, const char *fmt, ...) {
   return code;
 }
 
-void mpiar__error_clear(void) { detail[0] = '\0'; }
+void mpiar__error_clear(void) {
+  detail[0] = '\0';
+}
 
-const char *mpiar_last_error(void) { return detail; }
+const char *mpiar_last_error(void) {
+  return detail;
+}
 
 const char *mpiar_strerror(int err) {
   switch (err) {
@@ -53,4 +57,6 @@ const char *mpiar_version(void) {
       MPIAR_VERSION_PATCH);
 }
 
-unsigned mpiar_version_hex(void) { return MPIAR_VERSION_HEX; }
+unsigned mpiar_version_hex(void) {
+  return MPIAR_VERSION_HEX;
+}

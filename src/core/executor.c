@@ -184,8 +184,10 @@ static int timed_out(exec_state_t *x, double deadline_ms) {
     }
   }
   if (step == UINT32_MAX) {
-    return mpiar__error(MPIAR_ERR_TIMEOUT, "rank %d: %s timed out after %.0f ms with no message "
-                        "outstanding", x->ctx->rank, plan->name, deadline_ms);
+    return mpiar__error(MPIAR_ERR_TIMEOUT,
+                        "rank %d: %s timed out after %.0f ms with no message "
+                        "outstanding",
+                        x->ctx->rank, plan->name, deadline_ms);
   }
   const mpiar__step_t *st = &plan->sched.steps[step];
   return mpiar__error(MPIAR_ERR_TIMEOUT,

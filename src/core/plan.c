@@ -110,9 +110,10 @@ cleanup:
 
 static uint32_t key_hash(const mpiar__plan_key_t *k) {
   uint64_t h = 0x9e3779b97f4a7c15ULL;
-  const uint64_t parts[] = {(uint64_t)k->coll, (uint64_t)k->count, (uint64_t)k->elem_size,
-                            (uint64_t)(uintptr_t)k->builder, (uint64_t)k->segment_elems,
-                            (uint64_t)k->in_place, (uint64_t)(int64_t)k->root};
+  const uint64_t parts[] = {(uint64_t)k->coll,          (uint64_t)k->count,
+                            (uint64_t)k->elem_size,     (uint64_t)(uintptr_t)k->builder,
+                            (uint64_t)k->segment_elems, (uint64_t)k->in_place,
+                            (uint64_t)(int64_t)k->root};
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     h = (h ^ parts[i]) * 0xff51afd7ed558ccdULL;
     h ^= h >> 29;

@@ -63,16 +63,16 @@ static void read_env(void) {
 }
 
 /* The cheapest registry entry for (bytes, p) under the model, with its best segment size. */
-static void model_choice(size_t bytes, size_t elem_size, int nranks,
-                         const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+static void model_choice(size_t bytes, size_t elem_size, int nranks, const mpiar__algorithm_t **alg,
+                         size_t *segment_bytes) {
   double best = INFINITY;
   *alg = &mpiar__algorithms[0];
   *segment_bytes = 0;
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__algorithms[i];
-    size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED) ? sizeof segment_candidates /
-                                                          sizeof segment_candidates[0]
-                                                    : 1;
+    size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED)
+                      ? sizeof segment_candidates / sizeof segment_candidates[0]
+                      : 1;
     for (size_t k = 0; k < nseg; k++) {
       size_t seg = segment_candidates[k];
       double t = a->cost(nranks, bytes, elem_size, seg, &builtin_params);

@@ -9,15 +9,15 @@ static const struct {
   size_t size;
   int floating;
 } dtypes[MPIAR_DTYPE_COUNT] = {
-    [MPIAR_INT8] = {"int8", "i8", 1, 0},         [MPIAR_UINT8] = {"uint8", "u8", 1, 0},
-    [MPIAR_INT32] = {"int32", "i32", 4, 0},      [MPIAR_UINT32] = {"uint32", "u32", 4, 0},
-    [MPIAR_INT64] = {"int64", "i64", 8, 0},      [MPIAR_UINT64] = {"uint64", "u64", 8, 0},
-    [MPIAR_FLOAT16] = {"float16", "f16", 2, 1},  [MPIAR_BFLOAT16] = {"bfloat16", "bf16", 2, 1},
-    [MPIAR_FLOAT32] = {"float32", "f32", 4, 1},  [MPIAR_FLOAT64] = {"float64", "f64", 8, 1},
+    [MPIAR_INT8] = {"int8", "i8", 1, 0},        [MPIAR_UINT8] = {"uint8", "u8", 1, 0},
+    [MPIAR_INT32] = {"int32", "i32", 4, 0},     [MPIAR_UINT32] = {"uint32", "u32", 4, 0},
+    [MPIAR_INT64] = {"int64", "i64", 8, 0},     [MPIAR_UINT64] = {"uint64", "u64", 8, 0},
+    [MPIAR_FLOAT16] = {"float16", "f16", 2, 1}, [MPIAR_BFLOAT16] = {"bfloat16", "bf16", 2, 1},
+    [MPIAR_FLOAT32] = {"float32", "f32", 4, 1}, [MPIAR_FLOAT64] = {"float64", "f64", 8, 1},
 };
 
 static const char *const op_names[MPIAR_OP_COUNT] = {
-    [MPIAR_SUM] = "sum",   [MPIAR_PROD] = "prod", [MPIAR_MIN] = "min", [MPIAR_MAX] = "max",
+    [MPIAR_SUM] = "sum",   [MPIAR_PROD] = "prod", [MPIAR_MIN] = "min",   [MPIAR_MAX] = "max",
     [MPIAR_BAND] = "band", [MPIAR_BOR] = "bor",   [MPIAR_BXOR] = "bxor", [MPIAR_AVG] = "avg",
 };
 

@@ -14,16 +14,16 @@
  * Why a call was handed to PMPI_Allreduce: X(NAME, "name printed in the statistics").
  * The checks run in this order; the first that applies names the reason.
  */
-#define MPIAR__PMPI_FALLBACK_MAP(X)                                                                \
-  X(DISABLED, "disabled")       /* MPIAR_PMPI=0 (or malformed) */                                  \
-  X(MPI_STATE, "mpi-state")     /* MPI not initialized, or already finalized */                    \
-  X(NESTED, "nested")           /* MPI_Allreduce called from inside mpiar on this thread */        \
-  X(COUNT, "count")             /* negative count, or a byte size that does not fit */             \
-  X(COMM, "comm")               /* MPI_COMM_NULL or a communicator MPI rejects */                  \
-  X(OP, "op")                   /* MAXLOC/MINLOC, user-defined ops, MPI_OP_NULL, ... */            \
-  X(DATATYPE, "datatype")       /* derived types, types with no mpiar equivalent */                \
-  X(DATATYPE_OP, "datatype-op") /* a pair the MPI standard does not define */                      \
-  X(BUFFER, "buffer")           /* NULL or aliased buffers: MPI reports these itself */            \
+#define MPIAR__PMPI_FALLBACK_MAP(X)                                                         \
+  X(DISABLED, "disabled")       /* MPIAR_PMPI=0 (or malformed) */                           \
+  X(MPI_STATE, "mpi-state")     /* MPI not initialized, or already finalized */             \
+  X(NESTED, "nested")           /* MPI_Allreduce called from inside mpiar on this thread */ \
+  X(COUNT, "count")             /* negative count, or a byte size that does not fit */      \
+  X(COMM, "comm")               /* MPI_COMM_NULL or a communicator MPI rejects */           \
+  X(OP, "op")                   /* MAXLOC/MINLOC, user-defined ops, MPI_OP_NULL, ... */     \
+  X(DATATYPE, "datatype")       /* derived types, types with no mpiar equivalent */         \
+  X(DATATYPE_OP, "datatype-op") /* a pair the MPI standard does not define */               \
+  X(BUFFER, "buffer")           /* NULL or aliased buffers: MPI reports these itself */     \
   X(INTERCOMM, "intercomm")     /* intercommunicators */
 
 typedef enum mpiar__pmpi_fallback {

@@ -75,8 +75,8 @@ static int load_read(mpiar_kv_t *kv, const char *path, mpiar__kv_entry_t ***recs
       mpiar_kv_key_t key = {(*recs)[i]->name, (*recs)[i]->id};
       if (mpiar__kv_table_find(&kv->table, key) == NULL) {
         rc = mpiar__error(MPIAR_ERR_MISMATCH,
-                          "load: checkpoint '%s' holds key %s, which the store does not have",
-                          path, entry_str((*recs)[i], kbuf, sizeof kbuf));
+                          "load: checkpoint '%s' holds key %s, which the store does not have", path,
+                          entry_str((*recs)[i], kbuf, sizeof kbuf));
       }
     }
   }

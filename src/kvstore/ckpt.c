@@ -276,8 +276,9 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *nout) {
   }
   uint64_t fsize = (uint64_t)st.st_size;
   if (fsize < MPIAR__CKPT_HEADER_BYTES + MPIAR__CKPT_TRAILER_BYTES) {
-    MPIAR__FAIL(MPIAR_ERR_CORRUPT, "checkpoint '%s' is truncated: %llu bytes, shorter than a header",
-                path, (unsigned long long)fsize);
+    MPIAR__FAIL(MPIAR_ERR_CORRUPT,
+                "checkpoint '%s' is truncated: %llu bytes, shorter than a header", path,
+                (unsigned long long)fsize);
   }
   unsigned char hdr[MPIAR__CKPT_HEADER_BYTES];
   MPIAR__CHECK(reader_get(&r, hdr, sizeof hdr, "header"));
@@ -326,8 +327,8 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *nout) {
     uint64_t copies = has_mom ? 2 : 1;
     used += MPIAR__CKPT_RECORD_BYTES + name_len;
     if (used > fsize || count > (fsize - used) / esize / copies) {
-      MPIAR__FAIL(MPIAR_ERR_CORRUPT, "checkpoint '%s': key record %zu claims more data than the file holds",
-                  path, n);
+      MPIAR__FAIL(MPIAR_ERR_CORRUPT,
+                  "checkpoint '%s': key record %zu claims more data than the file holds", path, n);
     }
     used += count * esize * copies;
     MPIAR__CHECK(reader_get(&r, name, name_len, "key name"));

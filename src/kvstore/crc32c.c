@@ -98,4 +98,6 @@ uint32_t mpiar__crc32c(uint32_t crc, const void *data, size_t len) {
 #endif
 }
 
-const char *mpiar__crc32c_impl(void) { return MPIAR_HAVE_ISAL ? "isa-l" : "portable"; }
+const char *mpiar__crc32c_impl(void) {
+  return MPIAR_HAVE_ISAL ? "isa-l" : "portable";
+}

@@ -14,21 +14,21 @@
 
 /* One registered key: its identity, fixed dtype and count, the stored value and SGD state. */
 typedef struct mpiar__kv_entry {
-  char *name;          /* string key (owned), or NULL for an integer key */
-  int64_t id;          /* integer key when name is NULL */
-  uint64_t hash;       /* mpiar__kv_key_hash() of the key */
+  char *name;    /* string key (owned), or NULL for an integer key */
+  int64_t id;    /* integer key when name is NULL */
+  uint64_t hash; /* mpiar__kv_key_hash() of the key */
   mpiar_dtype_t dtype;
   size_t count;
-  size_t bytes;        /* count * element size */
-  void *value;         /* the store's copy of the key's value (bytes), NULL when bytes == 0 */
-  void *momentum;      /* SGD momentum (bytes), NULL until the first step with momentum */
+  size_t bytes;   /* count * element size */
+  void *value;    /* the store's copy of the key's value (bytes), NULL when bytes == 0 */
+  void *momentum; /* SGD momentum (bytes), NULL until the first step with momentum */
 } mpiar__kv_entry_t;
 
 /* Key registry: entries in registration order plus an open-addressing index on the key hash. */
 typedef struct mpiar__kv_table {
   mpiar__kv_entry_t **items; /* registration order, the same on every worker */
   size_t n, cap;
-  uint32_t *slots;           /* 0 = empty, else index + 1 into items; size nslots (power of 2) */
+  uint32_t *slots; /* 0 = empty, else index + 1 into items; size nslots (power of 2) */
   size_t nslots;
 } mpiar__kv_table_t;
 
@@ -44,7 +44,8 @@ const char *mpiar__kv_key_str(mpiar_kv_key_t key, char *buf, size_t size);
 /* Find a key. @return the entry or NULL. */
 mpiar__kv_entry_t *mpiar__kv_table_find(const mpiar__kv_table_t *t, mpiar_kv_key_t key);
 
-/* Make room for one more entry (so that a later insert cannot fail). @return 0 or MPIAR_ERR_NOMEM. */
+/* Make room for one more entry (so that a later insert cannot fail). @return 0 or MPIAR_ERR_NOMEM.
+ */
 int mpiar__kv_table_reserve(mpiar__kv_table_t *t);
 
 /* Insert an entry after mpiar__kv_table_reserve() succeeded; cannot fail. */
@@ -53,7 +54,8 @@ void mpiar__kv_table_insert(mpiar__kv_table_t *t, mpiar__kv_entry_t *e);
 /* Free every entry and the table's arrays. */
 void mpiar__kv_table_free(mpiar__kv_table_t *t);
 
-/* Allocate an entry for a key (name copied, value and momentum not allocated). NULL if no memory. */
+/* Allocate an entry for a key (name copied, value and momentum not allocated). NULL if no memory.
+ */
 mpiar__kv_entry_t *mpiar__kv_entry_new(mpiar_kv_key_t key, mpiar_dtype_t dtype, size_t count);
 
 /* Free an entry, its name, value and momentum. NULL is accepted. */
@@ -78,7 +80,8 @@ void mpiar__kv_entry_free(mpiar__kv_entry_t *e);
 #define MPIAR__CKPT_RECORD_BYTES 40u
 #define MPIAR__CKPT_TRAILER_BYTES 4u
 
-/* Write the entries to @p path atomically (temporary file, fsync, rename, fsync of the directory). */
+/* Write the entries to @p path atomically (temporary file, fsync, rename, fsync of the directory).
+ */
 int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n);
 
 /*
@@ -100,18 +103,18 @@ extern size_t mpiar__kv_chunk_bytes;
 
 /* The store. */
 struct mpiar_kv {
-  MPI_Comm comm;             /* the store's own duplicate of the user's communicator */
+  MPI_Comm comm; /* the store's own duplicate of the user's communicator */
   int rank, size;
-  size_t fusion_bytes;       /* 0 = no fusion */
-  mpiar_op_t op;             /* pushpull's reduction: MPIAR_SUM or MPIAR_AVG */
-  char *algorithm;           /* owned copy of the algorithm option, or NULL */
+  size_t fusion_bytes; /* 0 = no fusion */
+  mpiar_op_t op;       /* pushpull's reduction: MPIAR_SUM or MPIAR_AVG */
+  char *algorithm;     /* owned copy of the algorithm option, or NULL */
   int verify;
-  mpiar_options_t ar;        /* options of every allreduce the store runs */
-  mpiar_options_t ar_float;  /* options of floating-point data reductions (see kv_create) */
-  mpiar_options_t bc;        /* options of every broadcast (no algorithm name) */
+  mpiar_options_t ar;       /* options of every allreduce the store runs */
+  mpiar_options_t ar_float; /* options of floating-point data reductions (see kv_create) */
+  mpiar_options_t bc;       /* options of every broadcast (no algorithm name) */
   mpiar__kv_table_t table;
   mpiar_kv_optimizer_t opt;
-  unsigned char *fusion;     /* fusion buffer, grown up to fusion_bytes and kept */
+  unsigned char *fusion; /* fusion buffer, grown up to fusion_bytes and kept */
   size_t fusion_cap;
   mpiar__kv_entry_t **batch; /* entries resolved for the current batch call */
   size_t *pack;              /* indices of the tensors in the fusion buffer being filled */
@@ -152,7 +155,6 @@ uint64_t mpiar__kv_layout_hash(const mpiar_kv_t *kv);
  * touches the file), every worker returns worker 0's code and detail.
  * @p what names the call for messages ("pushpull of key 7").
  */
-int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what,
-                    int share_root);
+int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what, int share_root);
 
 #endif /* MPIAR_KV_INTERNAL_H */

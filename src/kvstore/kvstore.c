@@ -42,8 +42,7 @@ uint64_t mpiar__kv_layout_hash(const mpiar_kv_t *kv) {
  *          which are equal exactly when every worker made the same call.
  * A failing worker contributes 0 to w[1] and w[2], so it never disturbs the hash check.
  */
-int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what,
-                    int share_root) {
+int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what, int share_root) {
   char saved[512];
   saved[0] = '\0';
   if (local_rc != 0) {
@@ -440,8 +439,7 @@ static int allreduce_chunked(mpiar_kv_t *kv, const void *send, void *out, size_t
   size_t es = mpiar_dtype_size(dtype);
   /* mpiar's automatic choice pipelines long vectors itself (segmented ring), and a named
    * algorithm is the caller's: neither is cut. */
-  int cut =
-      data_options(kv, dtype) == &kv->ar_float && kv->ar_float.algorithm != kv->ar.algorithm;
+  int cut = data_options(kv, dtype) == &kv->ar_float && kv->ar_float.algorithm != kv->ar.algorithm;
   size_t chunk = cut ? mpiar__kv_chunk_bytes / es : count;
   if (chunk == 0) {
     chunk = 1;
@@ -672,8 +670,8 @@ int mpiar_kv_pushpull_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys
   char what[KV_WHAT_MAX];
   snprintf(what, sizeof what, "pushpull_batch of %zu keys", n);
   uint64_t h = 0;
-  int local = batch_prepare(kv, MPIAR__KV_PUSHPULL_BATCH, n, keys, ins, outs, kv->op,
-                            "pushpull_batch", &h);
+  int local =
+      batch_prepare(kv, MPIAR__KV_PUSHPULL_BATCH, n, keys, ins, outs, kv->op, "pushpull_batch", &h);
   if (kv->verify) {
     MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
   } else if (local != 0) {
@@ -749,18 +747,17 @@ int mpiar_kv_set_optimizer(mpiar_kv_t *kv, const mpiar_kv_optimizer_t *opt) {
                          (int)opt->kind);
   } else if (opt->kind == MPIAR_KV_OPTIMIZER_SGD &&
              !(isfinite(opt->learning_rate) && opt->learning_rate > 0)) {
-    local = mpiar__error(MPIAR_ERR_INVALID_ARG,
-                         "set_optimizer: learning rate %g must be finite and > 0",
-                         opt->learning_rate);
-  } else if (opt->kind == MPIAR_KV_OPTIMIZER_SGD &&
-             !(opt->momentum >= 0 && opt->momentum < 1)) {
+    local =
+        mpiar__error(MPIAR_ERR_INVALID_ARG,
+                     "set_optimizer: learning rate %g must be finite and > 0", opt->learning_rate);
+  } else if (opt->kind == MPIAR_KV_OPTIMIZER_SGD && !(opt->momentum >= 0 && opt->momentum < 1)) {
     local = mpiar__error(MPIAR_ERR_INVALID_ARG, "set_optimizer: momentum %g must be in [0, 1)",
                          opt->momentum);
   } else if (opt->kind == MPIAR_KV_OPTIMIZER_SGD &&
              !(isfinite(opt->weight_decay) && opt->weight_decay >= 0)) {
-    local = mpiar__error(MPIAR_ERR_INVALID_ARG,
-                         "set_optimizer: weight decay %g must be finite and >= 0",
-                         opt->weight_decay);
+    local =
+        mpiar__error(MPIAR_ERR_INVALID_ARG,
+                     "set_optimizer: weight decay %g must be finite and >= 0", opt->weight_decay);
   }
   uint64_t h = MPIAR__KV_OPTIMIZER;
   if (local == 0) {

@@ -58,13 +58,13 @@ static inline __m256d div_pd(__m256d a, __m256d b, __m256d q) {
   return nanfix_pd(_mm256_div_pd(a, q), a);
 }
 
-#define F32_OP(NAME, FN)                                              \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {       \
-    return SI(FN(PS(a), PS(b), PS(c)));                               \
+#define F32_OP(NAME, FN)                                        \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) { \
+    return SI(FN(PS(a), PS(b), PS(c)));                         \
   }
-#define F64_OP(NAME, FN)                                              \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {       \
-    return SID(FN(PD(a), PD(b), PD(c)));                              \
+#define F64_OP(NAME, FN)                                        \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) { \
+    return SID(FN(PD(a), PD(b), PD(c)));                        \
   }
 F32_OP(f32_sum_op, sum_ps)
 F32_OP(f32_prod_op, prod_ps)
@@ -76,15 +76,15 @@ F64_OP(f64_avg_op, avg_pd)
 F64_OP(f64_div_op, div_pd)
 
 /* f16 through f32 with F16C: 16 halves become two f32 registers and are rounded back (RNE). */
-#define F16_OP(NAME, FN)                                                              \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {                       \
-    __m256 alo = _mm256_cvtph_ps(_mm256_castsi256_si128(a));                          \
-    __m256 ahi = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1));                     \
-    __m256 blo = _mm256_cvtph_ps(_mm256_castsi256_si128(b));                          \
-    __m256 bhi = _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1));                     \
-    __m128i rlo = _mm256_cvtps_ph(FN(alo, blo, PS(c)), RNE);                          \
-    __m128i rhi = _mm256_cvtps_ph(FN(ahi, bhi, PS(c)), RNE);                          \
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(rlo), rhi, 1);              \
+#define F16_OP(NAME, FN)                                                 \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {          \
+    __m256 alo = _mm256_cvtph_ps(_mm256_castsi256_si128(a));             \
+    __m256 ahi = _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1));        \
+    __m256 blo = _mm256_cvtph_ps(_mm256_castsi256_si128(b));             \
+    __m256 bhi = _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1));        \
+    __m128i rlo = _mm256_cvtps_ph(FN(alo, blo, PS(c)), RNE);             \
+    __m128i rhi = _mm256_cvtps_ph(FN(ahi, bhi, PS(c)), RNE);             \
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(rlo), rhi, 1); \
   }
 F16_OP(f16_sum_op, sum_ps)
 F16_OP(f16_prod_op, prod_ps)
@@ -102,15 +102,14 @@ static inline __m256i bf16_round(__m256 v) {
   return _mm256_srli_epi32(r, 16);
 }
 
-#define BF16_OP(NAME, FN)                                                                \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {                          \
-    __m256i z = _mm256_setzero_si256();                                                  \
-    __m256 alo = PS(_mm256_unpacklo_epi16(z, a));                                        \
-    __m256 ahi = PS(_mm256_unpackhi_epi16(z, a));                                        \
-    __m256 blo = PS(_mm256_unpacklo_epi16(z, b));                                        \
-    __m256 bhi = PS(_mm256_unpackhi_epi16(z, b));                                        \
-    return _mm256_packus_epi32(bf16_round(FN(alo, blo, PS(c))),                          \
-                               bf16_round(FN(ahi, bhi, PS(c))));                         \
+#define BF16_OP(NAME, FN)                                                                         \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {                                   \
+    __m256i z = _mm256_setzero_si256();                                                           \
+    __m256 alo = PS(_mm256_unpacklo_epi16(z, a));                                                 \
+    __m256 ahi = PS(_mm256_unpackhi_epi16(z, a));                                                 \
+    __m256 blo = PS(_mm256_unpacklo_epi16(z, b));                                                 \
+    __m256 bhi = PS(_mm256_unpackhi_epi16(z, b));                                                 \
+    return _mm256_packus_epi32(bf16_round(FN(alo, blo, PS(c))), bf16_round(FN(ahi, bhi, PS(c)))); \
   }
 BF16_OP(bf16_sum_op, sum_ps)
 BF16_OP(bf16_prod_op, prod_ps)
@@ -132,17 +131,17 @@ static inline __m256i key64(__m256i x) {
   return _mm256_xor_si256(x, _mm256_srli_epi64(neg, 1));
 }
 
-#define MINMAX_OP(NAME, W, KEY, SET1, SIGNMAX, INF, IS_MAX)                                 \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {                             \
-    (void)c;                                                                                \
-    __m256i gt = _mm256_cmpgt_epi##W(KEY(a), KEY(b));                                       \
-    __m256i r = (IS_MAX) ? _mm256_blendv_epi8(b, a, gt) : _mm256_blendv_epi8(a, b, gt);     \
-    __m256i mag = SET1(SIGNMAX);                                                            \
-    __m256i inf = SET1(INF);                                                                \
-    __m256i nb = _mm256_cmpgt_epi##W(_mm256_and_si256(b, mag), inf);                        \
-    __m256i na = _mm256_cmpgt_epi##W(_mm256_and_si256(a, mag), inf);                        \
-    r = _mm256_blendv_epi8(r, b, nb);                                                       \
-    return _mm256_blendv_epi8(r, a, na);                                                    \
+#define MINMAX_OP(NAME, W, KEY, SET1, SIGNMAX, INF, IS_MAX)                             \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {                         \
+    (void)c;                                                                            \
+    __m256i gt = _mm256_cmpgt_epi##W(KEY(a), KEY(b));                                   \
+    __m256i r = (IS_MAX) ? _mm256_blendv_epi8(b, a, gt) : _mm256_blendv_epi8(a, b, gt); \
+    __m256i mag = SET1(SIGNMAX);                                                        \
+    __m256i inf = SET1(INF);                                                            \
+    __m256i nb = _mm256_cmpgt_epi##W(_mm256_and_si256(b, mag), inf);                    \
+    __m256i na = _mm256_cmpgt_epi##W(_mm256_and_si256(a, mag), inf);                    \
+    r = _mm256_blendv_epi8(r, b, nb);                                                   \
+    return _mm256_blendv_epi8(r, a, na);                                                \
   }
 MINMAX_OP(f16_min_op, 16, key16, _mm256_set1_epi16, 0x7fff, 0x7c00, 0)
 MINMAX_OP(f16_max_op, 16, key16, _mm256_set1_epi16, 0x7fff, 0x7c00, 1)
@@ -153,10 +152,10 @@ MINMAX_OP(f32_max_op, 32, key32, _mm256_set1_epi32, 0x7fffffff, 0x7f800000, 1)
 MINMAX_OP(f64_min_op, 64, key64, _mm256_set1_epi64x, 0x7fffffffffffffffll, 0x7ff0000000000000ll, 0)
 MINMAX_OP(f64_max_op, 64, key64, _mm256_set1_epi64x, 0x7fffffffffffffffll, 0x7ff0000000000000ll, 1)
 
-#define INT_OP(NAME, EXPR)                                          \
-  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) {     \
-    (void)c;                                                        \
-    return EXPR;                                                    \
+#define INT_OP(NAME, EXPR)                                      \
+  static inline __m256i NAME(__m256i a, __m256i b, __m256i c) { \
+    (void)c;                                                    \
+    return EXPR;                                                \
   }
 INT_OP(i8_sum_op, _mm256_add_epi8(a, b))
 INT_OP(i32_sum_op, _mm256_add_epi32(a, b))
@@ -174,12 +173,12 @@ INT_OP(and_op, _mm256_and_si256(a, b))
 INT_OP(or_op, _mm256_or_si256(a, b))
 INT_OP(xor_op, _mm256_xor_si256(a, b))
 
-#define FLOAT_KERNELS(P, ESIZE)                      \
-  MPIAR__KERNEL256(P##_sum, ESIZE, P##_sum_op)       \
-  MPIAR__KERNEL256(P##_prod, ESIZE, P##_prod_op)     \
-  MPIAR__KERNEL256(P##_avg, ESIZE, P##_avg_op)       \
-  MPIAR__KERNEL256(P##_min, ESIZE, P##_min_op)       \
-  MPIAR__KERNEL256(P##_max, ESIZE, P##_max_op)       \
+#define FLOAT_KERNELS(P, ESIZE)                  \
+  MPIAR__KERNEL256(P##_sum, ESIZE, P##_sum_op)   \
+  MPIAR__KERNEL256(P##_prod, ESIZE, P##_prod_op) \
+  MPIAR__KERNEL256(P##_avg, ESIZE, P##_avg_op)   \
+  MPIAR__KERNEL256(P##_min, ESIZE, P##_min_op)   \
+  MPIAR__KERNEL256(P##_max, ESIZE, P##_max_op)   \
   MPIAR__RUN256(P##_divrun, ESIZE, P##_div_op)
 FLOAT_KERNELS(f16, 2)
 FLOAT_KERNELS(bf16, 2)
@@ -215,31 +214,31 @@ MPIAR__KERNEL256(any_band, 1, and_op)
 MPIAR__KERNEL256(any_bor, 1, or_op)
 MPIAR__KERNEL256(any_bxor, 1, xor_op)
 
-#define BITWISE(W, ESIZE)                                                       \
-  static void band##W(void *d, const void *a, const void *b, size_t n) {        \
-    any_band(d, a, b, n * (ESIZE));                                             \
-  }                                                                             \
-  static void bor##W(void *d, const void *a, const void *b, size_t n) {         \
-    any_bor(d, a, b, n * (ESIZE));                                              \
-  }                                                                             \
-  static void bxor##W(void *d, const void *a, const void *b, size_t n) {        \
-    any_bxor(d, a, b, n * (ESIZE));                                             \
+#define BITWISE(W, ESIZE)                                                \
+  static void band##W(void *d, const void *a, const void *b, size_t n) { \
+    any_band(d, a, b, n *(ESIZE));                                       \
+  }                                                                      \
+  static void bor##W(void *d, const void *a, const void *b, size_t n) {  \
+    any_bor(d, a, b, n *(ESIZE));                                        \
+  }                                                                      \
+  static void bxor##W(void *d, const void *a, const void *b, size_t n) { \
+    any_bxor(d, a, b, n *(ESIZE));                                       \
   }
 BITWISE(8, 1)
 BITWISE(32, 4)
 BITWISE(64, 8)
 
-#define SET_FLOAT(T, DT, P)           \
-  T->fn[DT][MPIAR_SUM] = P##_sum;     \
-  T->fn[DT][MPIAR_PROD] = P##_prod;   \
-  T->fn[DT][MPIAR_MIN] = P##_min;     \
-  T->fn[DT][MPIAR_MAX] = P##_max;     \
-  T->fn[DT][MPIAR_AVG] = P##_avg;     \
+#define SET_FLOAT(T, DT, P)         \
+  T->fn[DT][MPIAR_SUM] = P##_sum;   \
+  T->fn[DT][MPIAR_PROD] = P##_prod; \
+  T->fn[DT][MPIAR_MIN] = P##_min;   \
+  T->fn[DT][MPIAR_MAX] = P##_max;   \
+  T->fn[DT][MPIAR_AVG] = P##_avg;   \
   T->div[DT] = P##_div;
 
-#define SET_BITWISE(T, DT, W)         \
-  T->fn[DT][MPIAR_BAND] = band##W;    \
-  T->fn[DT][MPIAR_BOR] = bor##W;      \
+#define SET_BITWISE(T, DT, W)      \
+  T->fn[DT][MPIAR_BAND] = band##W; \
+  T->fn[DT][MPIAR_BOR] = bor##W;   \
   T->fn[DT][MPIAR_BXOR] = bxor##W;
 
 void mpiar__fill_avx2(mpiar__kernel_table_t *t) {

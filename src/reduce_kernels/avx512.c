@@ -63,13 +63,13 @@ static inline __m512d div_pd(__m512d a, __m512d b, __m512d q) {
 }
 
 /* Raw-bit wrappers for the loop skeleton. */
-#define F32_OP(NAME, FN)                                              \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {       \
-    return SI(FN(PS(a), PS(b), PS(c)));                               \
+#define F32_OP(NAME, FN)                                        \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) { \
+    return SI(FN(PS(a), PS(b), PS(c)));                         \
   }
-#define F64_OP(NAME, FN)                                              \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {       \
-    return SID(FN(PD(a), PD(b), PD(c)));                              \
+#define F64_OP(NAME, FN)                                        \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) { \
+    return SID(FN(PD(a), PD(b), PD(c)));                        \
   }
 F32_OP(f32_sum_op, sum_ps)
 F32_OP(f32_prod_op, prod_ps)
@@ -85,15 +85,15 @@ F64_OP(f64_div_op, div_pd)
  * runs on each, and vcvtps2ph rounds back to nearest even (it quiets a NaN and keeps the top of
  * its payload, as the reference conversion does).
  */
-#define F16_OP(NAME, FN)                                                                \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                         \
-    __m512 alo = _mm512_cvtph_ps(_mm512_castsi512_si256(a));                            \
-    __m512 ahi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1));                      \
-    __m512 blo = _mm512_cvtph_ps(_mm512_castsi512_si256(b));                            \
-    __m512 bhi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1));                      \
-    __m256i rlo = _mm512_cvtps_ph(FN(alo, blo, PS(c)), RNE);                            \
-    __m256i rhi = _mm512_cvtps_ph(FN(ahi, bhi, PS(c)), RNE);                            \
-    return _mm512_inserti64x4(_mm512_castsi256_si512(rlo), rhi, 1);                     \
+#define F16_OP(NAME, FN)                                            \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {     \
+    __m512 alo = _mm512_cvtph_ps(_mm512_castsi512_si256(a));        \
+    __m512 ahi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1));  \
+    __m512 blo = _mm512_cvtph_ps(_mm512_castsi512_si256(b));        \
+    __m512 bhi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1));  \
+    __m256i rlo = _mm512_cvtps_ph(FN(alo, blo, PS(c)), RNE);        \
+    __m256i rhi = _mm512_cvtps_ph(FN(ahi, bhi, PS(c)), RNE);        \
+    return _mm512_inserti64x4(_mm512_castsi256_si512(rlo), rhi, 1); \
   }
 F16_OP(f16_sum_op, sum_ps)
 F16_OP(f16_prod_op, prod_ps)
@@ -116,15 +116,14 @@ static inline __m512i bf16_round(__m512 v) {
   return _mm512_srli_epi32(r, 16);
 }
 
-#define BF16_OP(NAME, FN)                                                                \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                          \
-    __m512i z = _mm512_setzero_si512();                                                  \
-    __m512 alo = PS(_mm512_unpacklo_epi16(z, a));                                        \
-    __m512 ahi = PS(_mm512_unpackhi_epi16(z, a));                                        \
-    __m512 blo = PS(_mm512_unpacklo_epi16(z, b));                                        \
-    __m512 bhi = PS(_mm512_unpackhi_epi16(z, b));                                        \
-    return _mm512_packus_epi32(bf16_round(FN(alo, blo, PS(c))),                          \
-                               bf16_round(FN(ahi, bhi, PS(c))));                         \
+#define BF16_OP(NAME, FN)                                                                         \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                                   \
+    __m512i z = _mm512_setzero_si512();                                                           \
+    __m512 alo = PS(_mm512_unpacklo_epi16(z, a));                                                 \
+    __m512 ahi = PS(_mm512_unpackhi_epi16(z, a));                                                 \
+    __m512 blo = PS(_mm512_unpacklo_epi16(z, b));                                                 \
+    __m512 bhi = PS(_mm512_unpackhi_epi16(z, b));                                                 \
+    return _mm512_packus_epi32(bf16_round(FN(alo, blo, PS(c))), bf16_round(FN(ahi, bhi, PS(c)))); \
   }
 BF16_OP(bf16_sum_op, sum_ps)
 BF16_OP(bf16_prod_op, prod_ps)
@@ -137,19 +136,20 @@ BF16_OP(bf16_div_op, div_ps)
  * compare gives IEEE minimum/maximum for non-NaN values; equal keys mean equal bits. NaNs are
  * then placed explicitly: b's, then a's, which takes precedence.
  */
-#define MINMAX_OP(NAME, W, MASK_T, SIGNMAX, INF, IS_MAX)                                     \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                              \
-    (void)c;                                                                                 \
-    __m512i ka = _mm512_xor_si512(a, _mm512_srli_epi##W(_mm512_srai_epi##W(a, W - 1), 1));   \
-    __m512i kb = _mm512_xor_si512(b, _mm512_srli_epi##W(_mm512_srai_epi##W(b, W - 1), 1));   \
-    MASK_T gt = _mm512_cmpgt_epi##W##_mask(ka, kb);                                          \
-    __m512i r = (IS_MAX) ? _mm512_mask_blend_epi##W(gt, b, a) : _mm512_mask_blend_epi##W(gt, a, b); \
-    __m512i mag = _mm512_set1_epi##W(SIGNMAX);                                               \
-    __m512i inf = _mm512_set1_epi##W(INF);                                                   \
-    MASK_T nb = _mm512_cmpgt_epi##W##_mask(_mm512_and_si512(b, mag), inf);                   \
-    MASK_T na = _mm512_cmpgt_epi##W##_mask(_mm512_and_si512(a, mag), inf);                   \
-    r = _mm512_mask_mov_epi##W(r, nb, b);                                                    \
-    return _mm512_mask_mov_epi##W(r, na, a);                                                 \
+#define MINMAX_OP(NAME, W, MASK_T, SIGNMAX, INF, IS_MAX)                                    \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                             \
+    (void)c;                                                                                \
+    __m512i ka = _mm512_xor_si512(a, _mm512_srli_epi##W(_mm512_srai_epi##W(a, W - 1), 1));  \
+    __m512i kb = _mm512_xor_si512(b, _mm512_srli_epi##W(_mm512_srai_epi##W(b, W - 1), 1));  \
+    MASK_T gt = _mm512_cmpgt_epi##W##_mask(ka, kb);                                         \
+    __m512i r =                                                                             \
+        (IS_MAX) ? _mm512_mask_blend_epi##W(gt, b, a) : _mm512_mask_blend_epi##W(gt, a, b); \
+    __m512i mag = _mm512_set1_epi##W(SIGNMAX);                                              \
+    __m512i inf = _mm512_set1_epi##W(INF);                                                  \
+    MASK_T nb = _mm512_cmpgt_epi##W##_mask(_mm512_and_si512(b, mag), inf);                  \
+    MASK_T na = _mm512_cmpgt_epi##W##_mask(_mm512_and_si512(a, mag), inf);                  \
+    r = _mm512_mask_mov_epi##W(r, nb, b);                                                   \
+    return _mm512_mask_mov_epi##W(r, na, a);                                                \
   }
 MINMAX_OP(f16_min_op, 16, __mmask32, 0x7fff, 0x7c00, 0)
 MINMAX_OP(f16_max_op, 16, __mmask32, 0x7fff, 0x7c00, 1)
@@ -161,10 +161,10 @@ MINMAX_OP(f64_min_op, 64, __mmask8, 0x7fffffffffffffffll, 0x7ff0000000000000ll, 
 MINMAX_OP(f64_max_op, 64, __mmask8, 0x7fffffffffffffffll, 0x7ff0000000000000ll, 1)
 
 /* Integer operations: two's complement addition and multiplication wrap like the reference. */
-#define INT_OP(NAME, EXPR)                                          \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {     \
-    (void)c;                                                        \
-    return EXPR;                                                    \
+#define INT_OP(NAME, EXPR)                                      \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) { \
+    (void)c;                                                    \
+    return EXPR;                                                \
   }
 INT_OP(i8_sum_op, _mm512_add_epi8(a, b))
 INT_OP(i32_sum_op, _mm512_add_epi32(a, b))
@@ -187,12 +187,12 @@ INT_OP(and_op, _mm512_and_si512(a, b))
 INT_OP(or_op, _mm512_or_si512(a, b))
 INT_OP(xor_op, _mm512_xor_si512(a, b))
 
-#define FLOAT_KERNELS(P, ESIZE)                      \
-  MPIAR__KERNEL512(P##_sum, ESIZE, P##_sum_op)       \
-  MPIAR__KERNEL512(P##_prod, ESIZE, P##_prod_op)     \
-  MPIAR__KERNEL512(P##_avg, ESIZE, P##_avg_op)       \
-  MPIAR__KERNEL512(P##_min, ESIZE, P##_min_op)       \
-  MPIAR__KERNEL512(P##_max, ESIZE, P##_max_op)       \
+#define FLOAT_KERNELS(P, ESIZE)                  \
+  MPIAR__KERNEL512(P##_sum, ESIZE, P##_sum_op)   \
+  MPIAR__KERNEL512(P##_prod, ESIZE, P##_prod_op) \
+  MPIAR__KERNEL512(P##_avg, ESIZE, P##_avg_op)   \
+  MPIAR__KERNEL512(P##_min, ESIZE, P##_min_op)   \
+  MPIAR__KERNEL512(P##_max, ESIZE, P##_max_op)   \
   MPIAR__RUN512(P##_divrun, ESIZE, P##_div_op)
 FLOAT_KERNELS(f16, 2)
 FLOAT_KERNELS(bf16, 2)
@@ -236,31 +236,31 @@ MPIAR__KERNEL512(any_bor, 1, or_op)
 MPIAR__KERNEL512(any_bxor, 1, xor_op)
 
 /* Bitwise kernels take element counts; these scale them to bytes per type. */
-#define BITWISE(W, ESIZE)                                                       \
-  static void band##W(void *d, const void *a, const void *b, size_t n) {        \
-    any_band(d, a, b, n * (ESIZE));                                             \
-  }                                                                             \
-  static void bor##W(void *d, const void *a, const void *b, size_t n) {         \
-    any_bor(d, a, b, n * (ESIZE));                                              \
-  }                                                                             \
-  static void bxor##W(void *d, const void *a, const void *b, size_t n) {        \
-    any_bxor(d, a, b, n * (ESIZE));                                             \
+#define BITWISE(W, ESIZE)                                                \
+  static void band##W(void *d, const void *a, const void *b, size_t n) { \
+    any_band(d, a, b, n *(ESIZE));                                       \
+  }                                                                      \
+  static void bor##W(void *d, const void *a, const void *b, size_t n) {  \
+    any_bor(d, a, b, n *(ESIZE));                                        \
+  }                                                                      \
+  static void bxor##W(void *d, const void *a, const void *b, size_t n) { \
+    any_bxor(d, a, b, n *(ESIZE));                                       \
   }
 BITWISE(8, 1)
 BITWISE(32, 4)
 BITWISE(64, 8)
 
-#define SET_FLOAT(T, DT, P)           \
-  T->fn[DT][MPIAR_SUM] = P##_sum;     \
-  T->fn[DT][MPIAR_PROD] = P##_prod;   \
-  T->fn[DT][MPIAR_MIN] = P##_min;     \
-  T->fn[DT][MPIAR_MAX] = P##_max;     \
-  T->fn[DT][MPIAR_AVG] = P##_avg;     \
+#define SET_FLOAT(T, DT, P)         \
+  T->fn[DT][MPIAR_SUM] = P##_sum;   \
+  T->fn[DT][MPIAR_PROD] = P##_prod; \
+  T->fn[DT][MPIAR_MIN] = P##_min;   \
+  T->fn[DT][MPIAR_MAX] = P##_max;   \
+  T->fn[DT][MPIAR_AVG] = P##_avg;   \
   T->div[DT] = P##_div;
 
-#define SET_BITWISE(T, DT, W)         \
-  T->fn[DT][MPIAR_BAND] = band##W;    \
-  T->fn[DT][MPIAR_BOR] = bor##W;      \
+#define SET_BITWISE(T, DT, W)      \
+  T->fn[DT][MPIAR_BAND] = band##W; \
+  T->fn[DT][MPIAR_BOR] = bor##W;   \
   T->fn[DT][MPIAR_BXOR] = bxor##W;
 
 void mpiar__fill_avx512(mpiar__kernel_table_t *t) {

@@ -54,22 +54,22 @@ static inline __mmask16 subnormal(__m512 v) {
  * Inputs are widened with cvtepu16 (lanes in order), so that vcvtne2ps2bf16's output, which
  * keeps lane order, needs no shuffle: the low 16 elements come from lo, the high 16 from hi.
  */
-#define BF16_OP(NAME, FN)                                                                   \
-  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                             \
+#define BF16_OP(NAME, FN)                                                                     \
+  static inline __m512i NAME(__m512i a, __m512i b, __m512i c) {                               \
     __m512 alo = PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(a)), 16)); \
-    __m512 ahi =                                                                            \
-        PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(a, 1)), 16));  \
+    __m512 ahi =                                                                              \
+        PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(a, 1)), 16));    \
     __m512 blo = PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(b)), 16)); \
-    __m512 bhi =                                                                            \
-        PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1)), 16));  \
-    __m512 rlo = FN(alo, blo, PS(c));                                                       \
-    __m512 rhi = FN(ahi, bhi, PS(c));                                                       \
-    if (MPIAR__UNLIKELY((subnormal(rlo) | subnormal(rhi)) != 0)) {                          \
-      __m256i lo16 = _mm512_cvtepi32_epi16(round_int(rlo));                                 \
-      __m256i hi16 = _mm512_cvtepi32_epi16(round_int(rhi));                                 \
-      return _mm512_inserti64x4(_mm512_castsi256_si512(lo16), hi16, 1);                     \
-    }                                                                                       \
-    return (__m512i)_mm512_cvtne2ps_pbh(rhi, rlo);                                          \
+    __m512 bhi =                                                                              \
+        PS(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(b, 1)), 16));    \
+    __m512 rlo = FN(alo, blo, PS(c));                                                         \
+    __m512 rhi = FN(ahi, bhi, PS(c));                                                         \
+    if (MPIAR__UNLIKELY((subnormal(rlo) | subnormal(rhi)) != 0)) {                            \
+      __m256i lo16 = _mm512_cvtepi32_epi16(round_int(rlo));                                   \
+      __m256i hi16 = _mm512_cvtepi32_epi16(round_int(rhi));                                   \
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo16), hi16, 1);                       \
+    }                                                                                         \
+    return (__m512i)_mm512_cvtne2ps_pbh(rhi, rlo);                                            \
   }
 BF16_OP(bf16_sum_op, sum_ps)
 BF16_OP(bf16_prod_op, prod_ps)

@@ -99,7 +99,9 @@ static pthread_once_t features_once = PTHREAD_ONCE_INIT;
 static unsigned detected_features;
 static unsigned disabled_features; /* test hook; written before any kernel use */
 
-static void features_init(void) { detected_features = detect_features(); }
+static void features_init(void) {
+  detected_features = detect_features();
+}
 
 unsigned mpiar__cpu_features(void) {
   pthread_once(&features_once, features_init);
@@ -179,7 +181,7 @@ static char init_detail[256];
 static int choose_level(mpiar__isa_t *level) {
   const char *v = getenv("MPIAR_KERNEL");
   if (v == NULL || *v == '\0') {
-    *level = mpiar__isa_supported(MPIAR__ISA_AVX512)  ? MPIAR__ISA_AVX512
+    *level = mpiar__isa_supported(MPIAR__ISA_AVX512) ? MPIAR__ISA_AVX512
              : mpiar__isa_supported(MPIAR__ISA_AVX2) ? MPIAR__ISA_AVX2
                                                      : MPIAR__ISA_REFERENCE;
     return MPIAR_SUCCESS;

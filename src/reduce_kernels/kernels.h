@@ -21,7 +21,7 @@ typedef void (*mpiar__div_fn)(void *dst, const void *a, size_t n, double divisor
 
 typedef enum mpiar__isa {
   MPIAR__ISA_REFERENCE = 0,
-  MPIAR__ISA_AVX2, /* AVX2 + FMA + F16C */
+  MPIAR__ISA_AVX2,   /* AVX2 + FMA + F16C */
   MPIAR__ISA_AVX512, /* AVX-512 F/BW/VL/DQ (+BF16, +FP16 where present) */
   MPIAR__ISA_COUNT
 } mpiar__isa_t;

@@ -2,8 +2,8 @@
 #include "core/common.h"
 #include "reduce_kernels/kernels.h"
 
-int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count,
-                       mpiar_dtype_t dtype, mpiar_op_t op) {
+int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mpiar_dtype_t dtype,
+                       mpiar_op_t op) {
   mpiar__error_clear();
   if ((unsigned)dtype >= MPIAR_DTYPE_COUNT) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid datatype %d", (int)dtype);

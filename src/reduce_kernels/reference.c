@@ -103,7 +103,9 @@ uint16_t mpiar__f32_to_f16(float f) {
   return (uint16_t)(sign | r);
 }
 
-float mpiar__bf16_to_f32(uint16_t h) { return f32_from((uint32_t)h << 16); }
+float mpiar__bf16_to_f32(uint16_t h) {
+  return f32_from((uint32_t)h << 16);
+}
 
 uint16_t mpiar__f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);
@@ -138,30 +140,42 @@ static inline double nan_fix64(double r, double a, double b) {
   return r;
 }
 
-static inline float sum32(float a, float b) { return nan_fix32(a + b, a, b); }
-static inline float prod32(float a, float b) { return nan_fix32(a * b, a, b); }
-static inline float avg32(float a, float b) { return nan_fix32((a + b) * 0.5f, a, b); }
-static inline double sum64(double a, double b) { return nan_fix64(a + b, a, b); }
-static inline double prod64(double a, double b) { return nan_fix64(a * b, a, b); }
-static inline double avg64(double a, double b) { return nan_fix64((a + b) * 0.5, a, b); }
+static inline float sum32(float a, float b) {
+  return nan_fix32(a + b, a, b);
+}
+static inline float prod32(float a, float b) {
+  return nan_fix32(a * b, a, b);
+}
+static inline float avg32(float a, float b) {
+  return nan_fix32((a + b) * 0.5f, a, b);
+}
+static inline double sum64(double a, double b) {
+  return nan_fix64(a + b, a, b);
+}
+static inline double prod64(double a, double b) {
+  return nan_fix64(a * b, a, b);
+}
+static inline double avg64(double a, double b) {
+  return nan_fix64((a + b) * 0.5, a, b);
+}
 
 /*
  * IEEE 754-2019 minimum/maximum on bit patterns, given the values as doubles (exact for every
  * type here) and a NaN test: the result is always one of the two bit patterns.
  */
-#define MINMAX_BITS(UT, NAME, CMP, JOIN)                                             \
-  static inline UT NAME(UT ab, UT bb, double av, double bv) {                         \
-    if (isnan(av)) {                                                                  \
-      return ab;                                                                      \
-    }                                                                                 \
-    if (isnan(bv)) {                                                                  \
-      return bb;                                                                      \
-    }                                                                                 \
-    if (av == bv) {                                                                   \
-      /* Equal values differ in bits only for +0 and -0; the sign bit decides. */      \
-      return (UT)(ab JOIN bb);                                                        \
-    }                                                                                 \
-    return (av CMP bv) ? ab : bb;                                                     \
+#define MINMAX_BITS(UT, NAME, CMP, JOIN)                                          \
+  static inline UT NAME(UT ab, UT bb, double av, double bv) {                     \
+    if (isnan(av)) {                                                              \
+      return ab;                                                                  \
+    }                                                                             \
+    if (isnan(bv)) {                                                              \
+      return bb;                                                                  \
+    }                                                                             \
+    if (av == bv) {                                                               \
+      /* Equal values differ in bits only for +0 and -0; the sign bit decides. */ \
+      return (UT)(ab JOIN bb);                                                    \
+    }                                                                             \
+    return (av CMP bv) ? ab : bb;                                                 \
   }
 MINMAX_BITS(uint16_t, min_bits16, <, |)
 MINMAX_BITS(uint16_t, max_bits16, >, &)
@@ -173,26 +187,26 @@ MINMAX_BITS(uint64_t, max_bits64, >, &)
 /* ---- kernel generators ---- */
 
 /* A kernel applying EXPR (in terms of x and y, of type T) elementwise. */
-#define ELEMENTWISE(NAME, T, EXPR)                                       \
-  static void NAME(void *dst, const void *a, const void *b, size_t n) {  \
-    T *d = dst;                                                          \
-    const T *pa = a;                                                     \
-    const T *pb = b;                                                     \
-    for (size_t i = 0; i < n; i++) {                                     \
-      T x = pa[i];                                                       \
-      T y = pb[i];                                                       \
-      d[i] = (EXPR);                                                     \
-    }                                                                    \
+#define ELEMENTWISE(NAME, T, EXPR)                                      \
+  static void NAME(void *dst, const void *a, const void *b, size_t n) { \
+    T *d = dst;                                                         \
+    const T *pa = a;                                                    \
+    const T *pb = b;                                                    \
+    for (size_t i = 0; i < n; i++) {                                    \
+      T x = pa[i];                                                      \
+      T y = pb[i];                                                      \
+      d[i] = (EXPR);                                                    \
+    }                                                                   \
   }
 
 /* Integer kernels; U is the unsigned type of the same width, used for wrapping arithmetic. */
-#define INT_KERNELS(P, T, U)                                  \
-  ELEMENTWISE(P##_sum, T, (T)(U)((U)x + (U)y))                \
-  ELEMENTWISE(P##_prod, T, (T)(U)((U)x * (U)y))               \
-  ELEMENTWISE(P##_min, T, (x < y) ? x : y)                    \
-  ELEMENTWISE(P##_max, T, (x > y) ? x : y)                    \
-  ELEMENTWISE(P##_band, T, (T)(x & y))                        \
-  ELEMENTWISE(P##_bor, T, (T)(x | y))                         \
+#define INT_KERNELS(P, T, U)                    \
+  ELEMENTWISE(P##_sum, T, (T)(U)((U)x + (U)y))  \
+  ELEMENTWISE(P##_prod, T, (T)(U)((U)x * (U)y)) \
+  ELEMENTWISE(P##_min, T, (x < y) ? x : y)      \
+  ELEMENTWISE(P##_max, T, (x > y) ? x : y)      \
+  ELEMENTWISE(P##_band, T, (T)(x & y))          \
+  ELEMENTWISE(P##_bor, T, (T)(x | y))           \
   ELEMENTWISE(P##_bxor, T, (T)(x ^ y))
 
 INT_KERNELS(i8, int8_t, uint8_t)
@@ -215,20 +229,20 @@ ELEMENTWISE(f64_min, double, f64_from(min_bits64(f64_bits(x), f64_bits(y), x, y)
 ELEMENTWISE(f64_max, double, f64_from(max_bits64(f64_bits(x), f64_bits(y), x, y)))
 
 /* 16-bit floating kernels: through f32 with one rounding at the end. */
-#define HALF_KERNELS(P, TO32, FROM32)                                                        \
-  ELEMENTWISE(P##_sum, uint16_t, FROM32(sum32(TO32(x), TO32(y))))                            \
-  ELEMENTWISE(P##_prod, uint16_t, FROM32(prod32(TO32(x), TO32(y))))                          \
-  ELEMENTWISE(P##_avg, uint16_t, FROM32(avg32(TO32(x), TO32(y))))                            \
-  ELEMENTWISE(P##_min, uint16_t, min_bits16(x, y, TO32(x), TO32(y)))                         \
-  ELEMENTWISE(P##_max, uint16_t, max_bits16(x, y, TO32(x), TO32(y)))                         \
-  static void P##_div(void *dst, const void *a, size_t n, double divisor) {                 \
-    uint16_t *d = dst;                                                                       \
-    const uint16_t *pa = a;                                                                  \
-    float q = (float)divisor;                                                                \
-    for (size_t i = 0; i < n; i++) {                                                         \
-      float x = TO32(pa[i]);                                                                 \
-      d[i] = FROM32(nan_fix32(x / q, x, x));                                                 \
-    }                                                                                        \
+#define HALF_KERNELS(P, TO32, FROM32)                                       \
+  ELEMENTWISE(P##_sum, uint16_t, FROM32(sum32(TO32(x), TO32(y))))           \
+  ELEMENTWISE(P##_prod, uint16_t, FROM32(prod32(TO32(x), TO32(y))))         \
+  ELEMENTWISE(P##_avg, uint16_t, FROM32(avg32(TO32(x), TO32(y))))           \
+  ELEMENTWISE(P##_min, uint16_t, min_bits16(x, y, TO32(x), TO32(y)))        \
+  ELEMENTWISE(P##_max, uint16_t, max_bits16(x, y, TO32(x), TO32(y)))        \
+  static void P##_div(void *dst, const void *a, size_t n, double divisor) { \
+    uint16_t *d = dst;                                                      \
+    const uint16_t *pa = a;                                                 \
+    float q = (float)divisor;                                               \
+    for (size_t i = 0; i < n; i++) {                                        \
+      float x = TO32(pa[i]);                                                \
+      d[i] = FROM32(nan_fix32(x / q, x, x));                                \
+    }                                                                       \
   }
 
 HALF_KERNELS(f16, mpiar__f16_to_f32, mpiar__f32_to_f16)
@@ -251,21 +265,21 @@ static void f64_div(void *dst, const void *a, size_t n, double divisor) {
   }
 }
 
-#define SET_INT(T, DT, P)                \
-  T->fn[DT][MPIAR_SUM] = P##_sum;        \
-  T->fn[DT][MPIAR_PROD] = P##_prod;      \
-  T->fn[DT][MPIAR_MIN] = P##_min;        \
-  T->fn[DT][MPIAR_MAX] = P##_max;        \
-  T->fn[DT][MPIAR_BAND] = P##_band;      \
-  T->fn[DT][MPIAR_BOR] = P##_bor;        \
+#define SET_INT(T, DT, P)           \
+  T->fn[DT][MPIAR_SUM] = P##_sum;   \
+  T->fn[DT][MPIAR_PROD] = P##_prod; \
+  T->fn[DT][MPIAR_MIN] = P##_min;   \
+  T->fn[DT][MPIAR_MAX] = P##_max;   \
+  T->fn[DT][MPIAR_BAND] = P##_band; \
+  T->fn[DT][MPIAR_BOR] = P##_bor;   \
   T->fn[DT][MPIAR_BXOR] = P##_bxor;
 
-#define SET_FLOAT(T, DT, P)              \
-  T->fn[DT][MPIAR_SUM] = P##_sum;        \
-  T->fn[DT][MPIAR_PROD] = P##_prod;      \
-  T->fn[DT][MPIAR_MIN] = P##_min;        \
-  T->fn[DT][MPIAR_MAX] = P##_max;        \
-  T->fn[DT][MPIAR_AVG] = P##_avg;        \
+#define SET_FLOAT(T, DT, P)         \
+  T->fn[DT][MPIAR_SUM] = P##_sum;   \
+  T->fn[DT][MPIAR_PROD] = P##_prod; \
+  T->fn[DT][MPIAR_MIN] = P##_min;   \
+  T->fn[DT][MPIAR_MAX] = P##_max;   \
+  T->fn[DT][MPIAR_AVG] = P##_avg;   \
   T->div[DT] = P##_div;
 
 void mpiar__fill_reference(mpiar__kernel_table_t *t) {

@@ -137,8 +137,7 @@ long mpiar__sched_copy(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__operan
 
 int mpiar__sched_mark_final(mpiar__schedule_t *s, long step) {
   if (step < 0 || (size_t)step >= s->nsteps || s->steps[step].kind != MPIAR__STEP_REDUCE) {
-    return mpiar__error(MPIAR_ERR_INTERNAL, "%s: step %ld is not a reduction", s->algorithm,
-                        step);
+    return mpiar__error(MPIAR_ERR_INTERNAL, "%s: step %ld is not a reduction", s->algorithm, step);
   }
   s->steps[step].final = 1;
   return MPIAR_SUCCESS;

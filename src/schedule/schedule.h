@@ -34,16 +34,16 @@ typedef struct mpiar__operand {
 } mpiar__operand_t;
 
 typedef struct mpiar__step {
-  uint8_t kind;          /* mpiar__step_kind_t */
-  int peer;              /* SEND/RECV: the other rank; -1 otherwise */
-  int tag;               /* SEND/RECV: 0 <= tag < MPIAR__TAG_LIMIT */
-  size_t count;          /* elements */
-  mpiar__operand_t dst;  /* RECV, REDUCE, COPY */
-  mpiar__operand_t a;    /* SEND (source), REDUCE (first operand), COPY (source) */
-  mpiar__operand_t b;    /* REDUCE (second operand) */
-  uint32_t dep_first;    /* index of this step's first dependency in schedule.deps */
-  uint32_t ndeps;        /* number of dependencies (each an earlier step index) */
-  uint8_t final;         /* REDUCE: its result is the complete reduction of those elements */
+  uint8_t kind;         /* mpiar__step_kind_t */
+  int peer;             /* SEND/RECV: the other rank; -1 otherwise */
+  int tag;              /* SEND/RECV: 0 <= tag < MPIAR__TAG_LIMIT */
+  size_t count;         /* elements */
+  mpiar__operand_t dst; /* RECV, REDUCE, COPY */
+  mpiar__operand_t a;   /* SEND (source), REDUCE (first operand), COPY (source) */
+  mpiar__operand_t b;   /* REDUCE (second operand) */
+  uint32_t dep_first;   /* index of this step's first dependency in schedule.deps */
+  uint32_t ndeps;       /* number of dependencies (each an earlier step index) */
+  uint8_t final;        /* REDUCE: its result is the complete reduction of those elements */
 } mpiar__step_t;
 
 /*
@@ -119,7 +119,8 @@ long mpiar__sched_copy(mpiar__schedule_t *s, mpiar__operand_t dst, mpiar__operan
  */
 int mpiar__sched_mark_final(mpiar__schedule_t *s, long step);
 
-/* Compute successor lists; call once after the builder. @return MPIAR_SUCCESS or MPIAR_ERR_NOMEM. */
+/* Compute successor lists; call once after the builder. @return MPIAR_SUCCESS or MPIAR_ERR_NOMEM.
+ */
 int mpiar__schedule_finalize(mpiar__schedule_t *s);
 
 /* Totals of one rank's schedule. */

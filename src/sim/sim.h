@@ -49,11 +49,11 @@ typedef struct mpiar__sim_config {
 } mpiar__sim_config_t;
 
 /* Defaults: allreduce, float32 sum, data and hazard checks on, alpha 2 us, 10 GB/s, 20 GB/s. */
-#define MPIAR__SIM_CONFIG_INIT                                                                     \
-  {                                                                                                \
-    NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, {            \
-      2e-6, 1e-10, 5e-11                                                                           \
-    }                                                                                              \
+#define MPIAR__SIM_CONFIG_INIT                                                          \
+  {                                                                                     \
+    NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, { \
+      2e-6, 1e-10, 5e-11                                                                \
+    }                                                                                   \
   }
 
 typedef struct mpiar__sim_result {

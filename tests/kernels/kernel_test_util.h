@@ -12,28 +12,30 @@
 
 static int test_failures;
 
-#define CHECK(cond)                                                             \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);  \
-      test_failures++;                                                          \
-    }                                                                           \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      test_failures++;                                                         \
+    }                                                                          \
   } while (0)
 
 /* Compare two integers (e.g. bit patterns), printing both on a mismatch. */
-#define CHECK_EQ_HEX(got, want)                                                            \
-  do {                                                                                     \
-    unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want);    \
-    if (g_ != w_) {                                                                        \
-      fprintf(stderr, "%s:%d: %s = 0x%llx, expected %s = 0x%llx\n", __FILE__, __LINE__,    \
-              #got, g_, #want, w_);                                                        \
-      test_failures++;                                                                     \
-    }                                                                                      \
+#define CHECK_EQ_HEX(got, want)                                                                   \
+  do {                                                                                            \
+    unsigned long long g_ = (unsigned long long)(got), w_ = (unsigned long long)(want);           \
+    if (g_ != w_) {                                                                               \
+      fprintf(stderr, "%s:%d: %s = 0x%llx, expected %s = 0x%llx\n", __FILE__, __LINE__, #got, g_, \
+              #want, w_);                                                                         \
+      test_failures++;                                                                            \
+    }                                                                                             \
   } while (0)
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static inline void rng_seed(uint64_t s) { rng_state = s ? s : 1; }
+static inline void rng_seed(uint64_t s) {
+  rng_state = s ? s : 1;
+}
 
 static inline uint64_t rng_next(void) {
   /* xorshift64*: fixed seeds make every failure reproducible. */
@@ -44,8 +46,7 @@ static inline uint64_t rng_next(void) {
 }
 
 static inline int is_float_dtype(mpiar_dtype_t dt) {
-  return dt == MPIAR_FLOAT16 || dt == MPIAR_BFLOAT16 || dt == MPIAR_FLOAT32 ||
-         dt == MPIAR_FLOAT64;
+  return dt == MPIAR_FLOAT16 || dt == MPIAR_BFLOAT16 || dt == MPIAR_FLOAT32 || dt == MPIAR_FLOAT64;
 }
 
 /* Special bit patterns per floating type: zeros, infinities, NaNs with payloads (quiet and
@@ -53,15 +54,13 @@ static inline int is_float_dtype(mpiar_dtype_t dt) {
 static const uint16_t specials16_f16[] = {0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01,
                                           0x7d23, 0xfe5a, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400,
                                           0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3c01, 0x1400};
-static const uint16_t specials16_bf16[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0,
-                                           0x7f81, 0x7fa5, 0xffd3, 0x0001, 0x8001, 0x007f,
-                                           0x807f, 0x0080, 0x7f7f, 0xff7f, 0x3f80, 0xbf80,
-                                           0x3f81, 0x0100};
-static const uint32_t specials32[] = {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
-                                      0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa12345u,
-                                      0xffe54321u, 0x00000001u, 0x80000001u, 0x007fffffu,
-                                      0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
-                                      0x3f800000u, 0xbf800000u, 0x33000000u, 0x38800000u};
+static const uint16_t specials16_bf16[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81,
+                                           0x7fa5, 0xffd3, 0x0001, 0x8001, 0x007f, 0x807f, 0x0080,
+                                           0x7f7f, 0xff7f, 0x3f80, 0xbf80, 0x3f81, 0x0100};
+static const uint32_t specials32[] = {
+    0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
+    0x7fa12345u, 0xffe54321u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu, 0x00800000u,
+    0x7f7fffffu, 0xff7fffffu, 0x3f800000u, 0xbf800000u, 0x33000000u, 0x38800000u};
 static const uint64_t specials64[] = {
     0x0000000000000000ull, 0x8000000000000000ull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
     0x7ff8000000000000ull, 0xfff8000000000000ull, 0x7ff0000000000001ull, 0x7ff4123456789abcull,

@@ -99,8 +99,8 @@ int main(void) {
   CHECK_EQ_HEX(op1(MPIAR_FLOAT32, MPIAR_SUM, 0x80000000u, 0x00000000u), 0x00000000u);
   CHECK_EQ_HEX(div1(MPIAR_FLOAT32, fbits(3.0f), 2.0), fbits(1.5f));
   CHECK_EQ_HEX(div1(MPIAR_FLOAT64, 0x4008000000000000ull, 4.0), 0x3fe8000000000000ull);
-  CHECK_EQ_HEX(div1(MPIAR_FLOAT16, 0x4200, 2.0), 0x3e00);   /* 3 / 2 = 1.5 */
-  CHECK_EQ_HEX(div1(MPIAR_BFLOAT16, 0x4040, 3.0), 0x3f80);  /* 3 / 3 = 1 */
+  CHECK_EQ_HEX(div1(MPIAR_FLOAT16, 0x4200, 2.0), 0x3e00);  /* 3 / 2 = 1.5 */
+  CHECK_EQ_HEX(div1(MPIAR_BFLOAT16, 0x4040, 3.0), 0x3f80); /* 3 / 3 = 1 */
   CHECK_EQ_HEX(div1(MPIAR_FLOAT16, 0x7c01, 2.0), 0x7e01);
 
   /* bf16 round to nearest even: 1 + 2^-8 is a tie below (to 1), 1 + 3*2^-8 one above. */

@@ -16,7 +16,8 @@ static void check_errors(void) {
   CHECK(strcmp(mpiar_last_error(), "") == 0);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, (mpiar_dtype_t)-1, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
-  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_OP_COUNT), MPIAR_ERR_INVALID_ARG);
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_OP_COUNT),
+               MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_BXOR), MPIAR_ERR_BAD_DTYPE_OP);
   CHECK(strstr(mpiar_last_error(), "bxor") != NULL);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_INT32, MPIAR_AVG), MPIAR_ERR_BAD_DTYPE_OP);
@@ -54,7 +55,8 @@ static void check_pairs(void) {
   }
 }
 
-/* Long spans (several times the parallel threshold, odd length, unaligned dst) on 1, 2, 3 threads. */
+/* Long spans (several times the parallel threshold, odd length, unaligned dst) on 1, 2, 3 threads.
+ */
 static void check_threads(void) {
   static const mpiar_dtype_t dts[] = {MPIAR_FLOAT32, MPIAR_BFLOAT16, MPIAR_FLOAT64, MPIAR_INT8};
   size_t bytes = 3 * MPIAR__KERNEL_PARALLEL_BYTES + 40;

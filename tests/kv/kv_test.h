@@ -26,40 +26,40 @@ static inline void kv_test_fail(void) {
 }
 
 /* Check that an mpiar call returned `want`. */
-#define KV_EXPECT_RC(call, want)                                                               \
-  do {                                                                                         \
-    int kv_rc_ = (call);                                                                       \
-    int kv_want_ = (want);                                                                     \
-    if (kv_rc_ != kv_want_) {                                                                  \
-      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d); detail: %s\n", __FILE__, \
-              __LINE__, #call, mpiar_err_name(kv_rc_), kv_rc_, mpiar_err_name(kv_want_),       \
-              kv_want_, mpiar_last_error());                                                   \
-      kv_test_fail();                                                                          \
-    }                                                                                          \
+#define KV_EXPECT_RC(call, want)                                                                   \
+  do {                                                                                             \
+    int kv_rc_ = (call);                                                                           \
+    int kv_want_ = (want);                                                                         \
+    if (kv_rc_ != kv_want_) {                                                                      \
+      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d); detail: %s\n", __FILE__,      \
+              __LINE__, #call, mpiar_err_name(kv_rc_), kv_rc_, mpiar_err_name(kv_want_), kv_want_, \
+              mpiar_last_error());                                                                 \
+      kv_test_fail();                                                                              \
+    }                                                                                              \
   } while (0)
 
 #define KV_OK(call) KV_EXPECT_RC(call, MPIAR_SUCCESS)
 
 /* Check an integer equality, printing both values. */
-#define KV_EXPECT_EQ(a, b)                                                                    \
-  do {                                                                                        \
-    long long kv_a_ = (long long)(a), kv_b_ = (long long)(b);                                 \
-    if (kv_a_ != kv_b_) {                                                                     \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b,   \
-              kv_a_, kv_b_);                                                                  \
-      kv_test_fail();                                                                         \
-    }                                                                                         \
+#define KV_EXPECT_EQ(a, b)                                                                         \
+  do {                                                                                             \
+    long long kv_a_ = (long long)(a), kv_b_ = (long long)(b);                                      \
+    if (kv_a_ != kv_b_) {                                                                          \
+      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b, kv_a_, \
+              kv_b_);                                                                              \
+      kv_test_fail();                                                                              \
+    }                                                                                              \
   } while (0)
 
 /* Check a condition with a formatted explanation. */
-#define KV_EXPECT(cond, ...)                                               \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "%s:%d: %s failed: ", __FILE__, __LINE__, #cond);   \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-      kv_test_fail();                                                      \
-    }                                                                      \
+#define KV_EXPECT(cond, ...)                                            \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      fprintf(stderr, "%s:%d: %s failed: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                     \
+      fprintf(stderr, "\n");                                            \
+      kv_test_fail();                                                   \
+    }                                                                   \
   } while (0)
 
 #endif /* MPIAR_KV_TEST_H */

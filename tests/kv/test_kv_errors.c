@@ -201,8 +201,7 @@ static void case_null_buffers(void) {
   KV_OK(mpiar_kv_init(kv, MPIAR_KV_INT(1), MPIAR_FLOAT32, 3, v));
   KV_EXPECT_RC(mpiar_kv_pushpull(kv, MPIAR_KV_INT(1), NULL, v), MPIAR_ERR_NULL_BUFFER);
   KV_EXPECT_RC(mpiar_kv_pushpull(kv, MPIAR_KV_INT(1), v, NULL), MPIAR_ERR_NULL_BUFFER);
-  KV_EXPECT_RC(mpiar_kv_pushpull(kv, MPIAR_KV_INT(1), MPIAR_IN_PLACE, NULL),
-               MPIAR_ERR_NULL_BUFFER);
+  KV_EXPECT_RC(mpiar_kv_pushpull(kv, MPIAR_KV_INT(1), MPIAR_IN_PLACE, NULL), MPIAR_ERR_NULL_BUFFER);
   mpiar_kv_key_t keys[2] = {MPIAR_KV_INT(1), MPIAR_KV_INT(0)};
   const void *ins[2] = {v, NULL};
   void *outs[2] = {v, NULL};
@@ -364,8 +363,7 @@ static void case_broadcast_root(void) {
   KV_EXPECT_RC(mpiar_kv_broadcast(kv, MPIAR_KV_INT(1), v, -1), MPIAR_ERR_INVALID_ARG);
   KV_EXPECT_RC(mpiar_kv_broadcast(kv, MPIAR_KV_INT(1), v, nranks), MPIAR_ERR_INVALID_ARG);
   if (nranks > 1) {
-    KV_EXPECT_RC(mpiar_kv_broadcast(kv, MPIAR_KV_INT(1), v, rank == 0 ? 0 : 1),
-                 MPIAR_ERR_MISMATCH);
+    KV_EXPECT_RC(mpiar_kv_broadcast(kv, MPIAR_KV_INT(1), v, rank == 0 ? 0 : 1), MPIAR_ERR_MISMATCH);
   }
   expect_usable(kv, 100);
   KV_OK(mpiar_kv_destroy(kv));
@@ -452,8 +450,8 @@ static void case_corrupt_checkpoint(void) {
                 mpiar_last_error());
     }
     snapshot(kv, after);
-    KV_EXPECT(memcmp(before, after, sizeof before) == 0, "byte %ld: a failed load changed the store",
-              pos);
+    KV_EXPECT(memcmp(before, after, sizeof before) == 0,
+              "byte %ld: a failed load changed the store", pos);
   }
   for (int e = 0; e < 8; e++) {
     write_file(bad, buf, (size_t)(len * e / 8));
@@ -510,8 +508,8 @@ static void case_mismatched_checkpoint(void) {
       KV_OK(mpiar_kv_init(kv, MPIAR_KV_INT(1), MPIAR_FLOAT32, 3, w));
     }
     if (cases[i].shape != 3) {
-      KV_OK(mpiar_kv_init(kv, MPIAR_KV_STR(cases[i].shape == 2 ? "other" : "steps"), MPIAR_INT32,
-                          2, c));
+      KV_OK(mpiar_kv_init(kv, MPIAR_KV_STR(cases[i].shape == 2 ? "other" : "steps"), MPIAR_INT32, 2,
+                          c));
     }
     const void *before = NULL;
     KV_OK(mpiar_kv_lookup(kv, MPIAR_KV_INT(1), NULL, NULL, &before));

@@ -293,8 +293,8 @@ static void test_optimizer_checkpoint(void) {
     sgd_ref(wref, mref, gavg, N, lr, mom, wd);
     state(kv, MPIAR_KV_STR("w"), ws, N);
     state(kv, MPIAR_KV_INT(2), wb, N);
-    KV_EXPECT(memcmp(ws, wref, sizeof ws) == 0, "step %d: weights differ from the reference (%g vs %g)",
-              step, ws[0], wref[0]);
+    KV_EXPECT(memcmp(ws, wref, sizeof ws) == 0,
+              "step %d: weights differ from the reference (%g vs %g)", step, ws[0], wref[0]);
     KV_EXPECT(memcmp(wb, wref, sizeof wb) == 0, "step %d: step_batch differs from step", step);
     expect_same_everywhere(ws, sizeof ws, "weights after a step");
   }

@@ -15,24 +15,23 @@
 static int mt_failures;
 static int mt_rank;
 
-#define MT_CHECK(cond, ...)                                                     \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
-      if (mt_failures++ < 20) {                                                 \
-        fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", mt_rank, __FILE__, \
-                __LINE__, #cond);                                               \
-        fprintf(stderr, __VA_ARGS__);                                           \
-        fprintf(stderr, "\n");                                                  \
-      }                                                                         \
-    }                                                                           \
+#define MT_CHECK(cond, ...)                                                                        \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      if (mt_failures++ < 20) {                                                                    \
+        fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", mt_rank, __FILE__, __LINE__, #cond); \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        fprintf(stderr, "\n");                                                                     \
+      }                                                                                            \
+    }                                                                                              \
   } while (0)
 
 /* Check an mpiar return code, printing its name and detail when it is not the expected one. */
-#define MT_RC(expected, call)                                                              \
-  do {                                                                                     \
-    int mt_rc_ = (call);                                                                   \
-    MT_CHECK(mt_rc_ == (expected), "%s returned %s (%s), expected %s", #call,              \
-             mpiar_err_name(mt_rc_), mpiar_last_error(), mpiar_err_name(expected));        \
+#define MT_RC(expected, call)                                                       \
+  do {                                                                              \
+    int mt_rc_ = (call);                                                            \
+    MT_CHECK(mt_rc_ == (expected), "%s returned %s (%s), expected %s", #call,       \
+             mpiar_err_name(mt_rc_), mpiar_last_error(), mpiar_err_name(expected)); \
   } while (0)
 
 static inline void mt_init(int *argc, char ***argv) {

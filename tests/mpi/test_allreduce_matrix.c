@@ -24,41 +24,66 @@ static int is_signed(mpiar_dtype_t t) {
 
 static double getf(mpiar_dtype_t t, const void *buf, size_t i) {
   switch (t) {
-  case MPIAR_FLOAT16: return mpiar__f16_to_f32(((const uint16_t *)buf)[i]);
-  case MPIAR_BFLOAT16: return mpiar__bf16_to_f32(((const uint16_t *)buf)[i]);
-  case MPIAR_FLOAT32: return ((const float *)buf)[i];
-  default: return ((const double *)buf)[i];
+  case MPIAR_FLOAT16:
+    return mpiar__f16_to_f32(((const uint16_t *)buf)[i]);
+  case MPIAR_BFLOAT16:
+    return mpiar__bf16_to_f32(((const uint16_t *)buf)[i]);
+  case MPIAR_FLOAT32:
+    return ((const float *)buf)[i];
+  default:
+    return ((const double *)buf)[i];
   }
 }
 static void setf(mpiar_dtype_t t, void *buf, size_t i, double v) {
   switch (t) {
-  case MPIAR_FLOAT16: ((uint16_t *)buf)[i] = mpiar__f32_to_f16((float)v); break;
-  case MPIAR_BFLOAT16: ((uint16_t *)buf)[i] = mpiar__f32_to_bf16((float)v); break;
-  case MPIAR_FLOAT32: ((float *)buf)[i] = (float)v; break;
-  default: ((double *)buf)[i] = v; break;
+  case MPIAR_FLOAT16:
+    ((uint16_t *)buf)[i] = mpiar__f32_to_f16((float)v);
+    break;
+  case MPIAR_BFLOAT16:
+    ((uint16_t *)buf)[i] = mpiar__f32_to_bf16((float)v);
+    break;
+  case MPIAR_FLOAT32:
+    ((float *)buf)[i] = (float)v;
+    break;
+  default:
+    ((double *)buf)[i] = v;
+    break;
   }
 }
 /* Integer element as raw bits, zero-extended. */
 static uint64_t getu(mpiar_dtype_t t, const void *buf, size_t i) {
   switch (mpiar_dtype_size(t)) {
-  case 1: return ((const uint8_t *)buf)[i];
-  case 4: return ((const uint32_t *)buf)[i];
-  default: return ((const uint64_t *)buf)[i];
+  case 1:
+    return ((const uint8_t *)buf)[i];
+  case 4:
+    return ((const uint32_t *)buf)[i];
+  default:
+    return ((const uint64_t *)buf)[i];
   }
 }
 static void setu(mpiar_dtype_t t, void *buf, size_t i, uint64_t v) {
   switch (mpiar_dtype_size(t)) {
-  case 1: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-  case 4: ((uint32_t *)buf)[i] = (uint32_t)v; break;
-  default: ((uint64_t *)buf)[i] = v; break;
+  case 1:
+    ((uint8_t *)buf)[i] = (uint8_t)v;
+    break;
+  case 4:
+    ((uint32_t *)buf)[i] = (uint32_t)v;
+    break;
+  default:
+    ((uint64_t *)buf)[i] = v;
+    break;
   }
 }
 static int64_t gets(mpiar_dtype_t t, uint64_t bits) {
   switch (t) {
-  case MPIAR_INT8: return (int8_t)bits;
-  case MPIAR_INT32: return (int32_t)bits;
-  case MPIAR_INT64: return (int64_t)bits;
-  default: return (int64_t)bits;
+  case MPIAR_INT8:
+    return (int8_t)bits;
+  case MPIAR_INT32:
+    return (int32_t)bits;
+  case MPIAR_INT64:
+    return (int64_t)bits;
+  default:
+    return (int64_t)bits;
   }
 }
 static uint64_t mask_of(mpiar_dtype_t t) {
@@ -78,21 +103,28 @@ static uint64_t mix(uint64_t x) {
 /* Integer input of rank r at index i for op; every rank can compute every other's. */
 static uint64_t int_input(mpiar_op_t op, int r, size_t i) {
   switch (op) {
-  case MPIAR_SUM: return (uint64_t)(r + 1) * (i % 5 + 1) + (i % 11 == 0 ? 100 : 0);
-  case MPIAR_PROD: return 1 + (i + (size_t)r) % 2 + (i % 13 == 0 ? 1 : 0);
+  case MPIAR_SUM:
+    return (uint64_t)(r + 1) * (i % 5 + 1) + (i % 11 == 0 ? 100 : 0);
+  case MPIAR_PROD:
+    return 1 + (i + (size_t)r) % 2 + (i % 13 == 0 ? 1 : 0);
   case MPIAR_MIN:
-  case MPIAR_MAX: return (uint64_t)((int64_t)((i * 7 + (size_t)r * 13) % 201) - 100);
-  default: return mix(i * 1000003u + (uint64_t)r);
+  case MPIAR_MAX:
+    return (uint64_t)((int64_t)((i * 7 + (size_t)r * 13) % 201) - 100);
+  default:
+    return mix(i * 1000003u + (uint64_t)r);
   }
 }
 
 /* Small integer-valued float input: sums, products, minima stay exact in every float type. */
 static double float_input(mpiar_op_t op, int r, size_t i) {
   switch (op) {
-  case MPIAR_PROD: return (double)(1 + (i + (size_t)r) % 2) * ((i % 3 == 0) ? -1 : 1);
+  case MPIAR_PROD:
+    return (double)(1 + (i + (size_t)r) % 2) * ((i % 3 == 0) ? -1 : 1);
   case MPIAR_MIN:
-  case MPIAR_MAX: return (double)((int)((i * 7 + (size_t)r * 13) % 201) - 100);
-  default: return (double)((r + 1) % 4 + (int)(i % 3)) - 1.0;
+  case MPIAR_MAX:
+    return (double)((int)((i * 7 + (size_t)r * 13) % 201) - 100);
+  default:
+    return (double)((r + 1) % 4 + (int)(i % 3)) - 1.0;
   }
 }
 
@@ -154,13 +186,27 @@ static uint64_t int_expected(mpiar_dtype_t t, mpiar_op_t op, size_t i) {
     int less = is_signed(t) ? gets(t, v) < gets(t, acc) : v < acc;
     int more = is_signed(t) ? gets(t, v) > gets(t, acc) : v > acc;
     switch (op) {
-    case MPIAR_SUM: acc = (acc + v) & m; break;
-    case MPIAR_PROD: acc = (acc * v) & m; break;
-    case MPIAR_MIN: acc = less ? v : acc; break;
-    case MPIAR_MAX: acc = more ? v : acc; break;
-    case MPIAR_BAND: acc &= v; break;
-    case MPIAR_BOR: acc |= v; break;
-    default: acc ^= v; break;
+    case MPIAR_SUM:
+      acc = (acc + v) & m;
+      break;
+    case MPIAR_PROD:
+      acc = (acc * v) & m;
+      break;
+    case MPIAR_MIN:
+      acc = less ? v : acc;
+      break;
+    case MPIAR_MAX:
+      acc = more ? v : acc;
+      break;
+    case MPIAR_BAND:
+      acc &= v;
+      break;
+    case MPIAR_BOR:
+      acc |= v;
+      break;
+    default:
+      acc ^= v;
+      break;
     }
   }
   return acc & m;
@@ -179,10 +225,18 @@ static double float_expected(mpiar_dtype_t t, mpiar_op_t op, int random, size_t 
       continue;
     }
     switch (op) {
-    case MPIAR_PROD: acc *= v; break;
-    case MPIAR_MIN: acc = v < acc ? v : acc; break;
-    case MPIAR_MAX: acc = v > acc ? v : acc; break;
-    default: acc += v; break;
+    case MPIAR_PROD:
+      acc *= v;
+      break;
+    case MPIAR_MIN:
+      acc = v < acc ? v : acc;
+      break;
+    case MPIAR_MAX:
+      acc = v > acc ? v : acc;
+      break;
+    default:
+      acc += v;
+      break;
     }
   }
   if (op == MPIAR_AVG) {
@@ -195,10 +249,14 @@ static double float_expected(mpiar_dtype_t t, mpiar_op_t op, int random, size_t 
 
 static double eps_of(mpiar_dtype_t t) {
   switch (t) {
-  case MPIAR_FLOAT16: return 0x1p-10;
-  case MPIAR_BFLOAT16: return 0x1p-7;
-  case MPIAR_FLOAT32: return 0x1p-23;
-  default: return 0x1p-52;
+  case MPIAR_FLOAT16:
+    return 0x1p-10;
+  case MPIAR_BFLOAT16:
+    return 0x1p-7;
+  case MPIAR_FLOAT32:
+    return 0x1p-23;
+  default:
+    return 0x1p-52;
   }
 }
 
@@ -214,11 +272,10 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
   }
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = alg;
-  int rc = mpiar_allreduce_ex(in_place ? MPIAR_IN_PLACE : send, recv, count, t, op,
-                              MPI_COMM_WORLD, &opts);
-  MT_CHECK(rc == MPIAR_SUCCESS, "%s %s %s count %zu in_place %d: %s: %s", alg,
-           mpiar_dtype_name(t), mpiar_op_name(op), count, in_place, mpiar_err_name(rc),
-           mpiar_last_error());
+  int rc = mpiar_allreduce_ex(in_place ? MPIAR_IN_PLACE : send, recv, count, t, op, MPI_COMM_WORLD,
+                              &opts);
+  MT_CHECK(rc == MPIAR_SUCCESS, "%s %s %s count %zu in_place %d: %s: %s", alg, mpiar_dtype_name(t),
+           mpiar_op_name(op), count, in_place, mpiar_err_name(rc), mpiar_last_error());
   if (rc != MPIAR_SUCCESS) {
     free(send);
     free(recv);
@@ -239,8 +296,8 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
       double got = getf(t, recv, i);
       /* Exact inputs give exact results, except for the rounding of an average; random inputs
        * allow one rounding per rank. */
-      double tol = (random || op == MPIAR_AVG) ? (nranks + 1) * eps_of(t) * (mag + fabs(want))
-                                               : 0.0;
+      double tol =
+          (random || op == MPIAR_AVG) ? (nranks + 1) * eps_of(t) * (mag + fabs(want)) : 0.0;
       if (!(fabs(got - want) <= tol)) {
         bad++;
         MT_CHECK(0, "%s %s %s count %zu in_place %d random %d: [%zu] = %.9g, expected %.9g", alg,
@@ -298,8 +355,8 @@ static void check_rank0_first(void) {
         int rc = mpiar_allreduce_ex(ip ? MPIAR_IN_PLACE : x[rank], got, N, MPIAR_FLOAT32, ops[o],
                                     MPI_COMM_WORLD, &opts);
         MT_CHECK(rc == MPIAR_SUCCESS && memcmp(got, want, sizeof got) == 0,
-                 "%s (segment %zu) %s in_place %d: not x0 op x1 on every element",
-                 opts.algorithm, opts.segment_bytes, mpiar_op_name(ops[o]), ip);
+                 "%s (segment %zu) %s in_place %d: not x0 op x1 on every element", opts.algorithm,
+                 opts.segment_bytes, mpiar_op_name(ops[o]), ip);
       }
     }
   }

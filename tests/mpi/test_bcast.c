@@ -22,8 +22,8 @@ static void run_case(const char *alg, mpiar_dtype_t t, size_t count, int root) {
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = alg;
   int rc = mpiar_bcast_ex(buf, count, t, root, MPI_COMM_WORLD, &opts);
-  MT_CHECK(rc == MPIAR_SUCCESS, "%s %s count %zu root %d: %s: %s", alg, mpiar_dtype_name(t),
-           count, root, mpiar_err_name(rc), mpiar_last_error());
+  MT_CHECK(rc == MPIAR_SUCCESS, "%s %s count %zu root %d: %s: %s", alg, mpiar_dtype_name(t), count,
+           root, mpiar_err_name(rc), mpiar_last_error());
   for (size_t i = 0; i < bytes; i++) {
     if (buf[i] != pattern(root, i)) {
       MT_CHECK(0, "%s %s count %zu root %d: byte %zu = %u, expected %u", alg, mpiar_dtype_name(t),
@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
   /* Interleaved with allreduce on the same communicator. */
   for (int i = 0; i < 5; i++) {
     int32_t v = rank + 1;
-    MT_RC(MPIAR_SUCCESS, mpiar_allreduce(MPIAR_IN_PLACE, &v, 1, MPIAR_INT32, MPIAR_SUM,
-                                         MPI_COMM_WORLD));
+    MT_RC(MPIAR_SUCCESS,
+          mpiar_allreduce(MPIAR_IN_PLACE, &v, 1, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD));
     MT_CHECK(v == size * (size + 1) / 2, "allreduce between broadcasts: %d", v);
     run_case("auto", MPIAR_INT32, 100 + (size_t)i, i % size);
   }
@@ -79,8 +79,7 @@ int main(int argc, char **argv) {
   int32_t x = 7;
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = "ring";
-  MT_RC(MPIAR_ERR_UNKNOWN_ALGORITHM, mpiar_bcast_ex(&x, 1, MPIAR_INT32, 0, MPI_COMM_WORLD,
-                                                    &opts));
+  MT_RC(MPIAR_ERR_UNKNOWN_ALGORITHM, mpiar_bcast_ex(&x, 1, MPIAR_INT32, 0, MPI_COMM_WORLD, &opts));
   MT_CHECK(x == 7, "buffer changed by a refused broadcast");
   MT_RC(MPIAR_ERR_NULL_BUFFER, mpiar_bcast(NULL, 5, MPIAR_INT32, 0, MPI_COMM_WORLD));
   return mt_finish("bcast");

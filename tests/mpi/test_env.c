@@ -21,8 +21,8 @@ int main(int argc, char **argv) {
     v[i] = 1.0;
   }
   int rc = mpiar_allreduce(MPIAR_IN_PLACE, v, 100, MPIAR_FLOAT64, MPIAR_SUM, MPI_COMM_WORLD);
-  MT_CHECK(strcmp(mpiar_err_name(rc), expect) == 0, "got %s (%s), expected %s",
-           mpiar_err_name(rc), mpiar_last_error(), expect);
+  MT_CHECK(strcmp(mpiar_err_name(rc), expect) == 0, "got %s (%s), expected %s", mpiar_err_name(rc),
+           mpiar_last_error(), expect);
   if (argc > 2 && strcmp(argv[2], "-") != 0) {
     MT_CHECK(strstr(mpiar_last_error(), argv[2]) != NULL, "detail '%s' does not name %s",
              mpiar_last_error(), argv[2]);

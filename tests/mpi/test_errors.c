@@ -31,10 +31,10 @@ int main(int argc, char **argv) {
     out[i] = 0x5a5a5a5a;
   }
   /* NULL buffers with count > 0. */
-  MT_RC(MPIAR_ERR_NULL_BUFFER, mpiar_allreduce(in, NULL, N, MPIAR_INT32, MPIAR_SUM,
-                                               MPI_COMM_WORLD));
-  MT_RC(MPIAR_ERR_NULL_BUFFER, mpiar_allreduce(NULL, out, N, MPIAR_INT32, MPIAR_SUM,
-                                               MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_NULL_BUFFER,
+        mpiar_allreduce(in, NULL, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_NULL_BUFFER,
+        mpiar_allreduce(NULL, out, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD));
   MT_CHECK(strstr(mpiar_last_error(), "NULL") != NULL, "detail: %s", mpiar_last_error());
   MT_CHECK(untouched(out), "recvbuf written after a NULL send buffer");
   /* NULL with count 0 is fine. */
@@ -43,18 +43,18 @@ int main(int argc, char **argv) {
   float fin[N], fout[N];
   memset(fin, 0, sizeof fin);
   memset(fout, 0x5a, sizeof fout);
-  MT_RC(MPIAR_ERR_BAD_DTYPE_OP, mpiar_allreduce(fin, fout, N, MPIAR_FLOAT32, MPIAR_BXOR,
-                                                MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_BAD_DTYPE_OP,
+        mpiar_allreduce(fin, fout, N, MPIAR_FLOAT32, MPIAR_BXOR, MPI_COMM_WORLD));
   MT_CHECK(strstr(mpiar_last_error(), "bxor") && strstr(mpiar_last_error(), "float32"),
            "detail: %s", mpiar_last_error());
-  MT_RC(MPIAR_ERR_BAD_DTYPE_OP, mpiar_allreduce(in, out, N, MPIAR_INT32, MPIAR_AVG,
-                                                MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_BAD_DTYPE_OP,
+        mpiar_allreduce(in, out, N, MPIAR_INT32, MPIAR_AVG, MPI_COMM_WORLD));
   MT_CHECK(untouched(out), "recvbuf written after an unsupported pair");
   /* Invalid enums. */
-  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_allreduce(in, out, N, (mpiar_dtype_t)99, MPIAR_SUM,
-                                               MPI_COMM_WORLD));
-  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_allreduce(in, out, N, MPIAR_INT32, (mpiar_op_t)-1,
-                                               MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_INVALID_ARG,
+        mpiar_allreduce(in, out, N, (mpiar_dtype_t)99, MPIAR_SUM, MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_INVALID_ARG,
+        mpiar_allreduce(in, out, N, MPIAR_INT32, (mpiar_op_t)-1, MPI_COMM_WORLD));
   /* MPI_COMM_NULL. */
   MT_RC(MPIAR_ERR_COMM, mpiar_allreduce(in, out, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_NULL));
   MT_CHECK(strstr(mpiar_last_error(), "MPI_COMM_NULL") != NULL, "detail: %s", mpiar_last_error());
@@ -78,16 +78,16 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 2 * N; i++) {
     shared[i] = 0x5a5a5a5a;
   }
-  MT_RC(MPIAR_ERR_OVERLAP, mpiar_allreduce(shared, shared + 1, N, MPIAR_INT32, MPIAR_SUM,
-                                           MPI_COMM_WORLD));
-  MT_RC(MPIAR_ERR_OVERLAP, mpiar_allreduce(shared + N - 1, shared, N, MPIAR_INT32, MPIAR_SUM,
-                                           MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_OVERLAP,
+        mpiar_allreduce(shared, shared + 1, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD));
+  MT_RC(MPIAR_ERR_OVERLAP,
+        mpiar_allreduce(shared + N - 1, shared, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD));
   MT_CHECK(untouched(shared) && untouched(shared + N), "overlapping buffers were written");
   /* Unknown algorithm name. */
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = "bogus";
-  MT_RC(MPIAR_ERR_UNKNOWN_ALGORITHM, mpiar_allreduce_ex(in, out, N, MPIAR_INT32, MPIAR_SUM,
-                                                        MPI_COMM_WORLD, &opts));
+  MT_RC(MPIAR_ERR_UNKNOWN_ALGORITHM,
+        mpiar_allreduce_ex(in, out, N, MPIAR_INT32, MPIAR_SUM, MPI_COMM_WORLD, &opts));
   MT_CHECK(strstr(mpiar_last_error(), "bogus") != NULL, "detail: %s", mpiar_last_error());
   MT_CHECK(untouched(out), "recvbuf written after an unknown algorithm");
   /* Bad broadcast root. */

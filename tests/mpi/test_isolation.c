@@ -21,8 +21,8 @@ static void check_sum(MPI_Comm comm, size_t count, const char *alg, const char *
   }
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = alg;
-  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_ex(MPIAR_IN_PLACE, v, count, MPIAR_INT64, MPIAR_SUM, comm,
-                                          &opts));
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_allreduce_ex(MPIAR_IN_PLACE, v, count, MPIAR_INT64, MPIAR_SUM, comm, &opts));
   int64_t tri = (int64_t)csize * (csize + 1) / 2;
   for (size_t i = 0; i < count; i++) {
     if (v[i] != tri * (int64_t)(i + 1)) {

@@ -28,8 +28,7 @@ int main(int argc, char **argv) {
     /* Its partners have given up: it may finish (their first messages reached it) or time
      * out; either way it must return. */
     int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, comm, &opts);
-    MT_CHECK(rc == MPIAR_SUCCESS || rc == MPIAR_ERR_TIMEOUT, "late rank: %s",
-             mpiar_err_name(rc));
+    MT_CHECK(rc == MPIAR_SUCCESS || rc == MPIAR_ERR_TIMEOUT, "late rank: %s", mpiar_err_name(rc));
   } else {
     double t0 = MPI_Wtime();
     int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, comm, &opts);
