@@ -66,14 +66,9 @@ static int build(mpiar__schedule_t *s, int variant) {
   int rc = MPIAR_SUCCESS;
   long id = -1;
 
-  s->scratch_elems = 0;
-  if (n == 0) {
-    return MPIAR_SUCCESS;
-  }
-  if (p == 1) {
-    if (!s->in_place) {
-      MPIAR__STEP(id, mpiar__sched_copy(s, mpiar__out(0), mpiar__in(0), n, NULL, 0));
-    }
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
     return MPIAR_SUCCESS;
   }
   const int pof2 = mpiar__pof2_floor(p), rem = p - pof2, L = mpiar__log2i(pof2);

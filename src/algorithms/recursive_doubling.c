@@ -30,14 +30,9 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s) {
   int rc = MPIAR_SUCCESS;
   long id = -1;
 
-  s->scratch_elems = 0;
-  if (n == 0) {
-    return MPIAR_SUCCESS;
-  }
-  if (p == 1) {
-    if (!s->in_place) {
-      MPIAR__STEP(id, mpiar__sched_copy(s, mpiar__out(0), mpiar__in(0), n, NULL, 0));
-    }
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
     return MPIAR_SUCCESS;
   }
   s->scratch_elems = n;

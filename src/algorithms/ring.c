@@ -73,14 +73,9 @@ int mpiar__build_ring(mpiar__schedule_t *s) {
   long *slot_reader = NULL;          /* per (scratch slot, segment): last reduce reading it */
   long id = -1;
 
-  s->scratch_elems = 0;
-  if (n == 0) {
-    return MPIAR_SUCCESS;
-  }
-  if (p == 1) {
-    if (!ip) {
-      MPIAR__STEP(id, mpiar__sched_copy(s, mpiar__out(0), mpiar__in(0), n, NULL, 0));
-    }
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
     return MPIAR_SUCCESS;
   }
   const size_t maxblk = mpiar__block_len(n, p, 0);

@@ -28,6 +28,13 @@ int mpiar__pof2_floor(int p);
 /* log2 of a power of two. */
 int mpiar__log2i(int pof2);
 
+/*
+ * The cases every allreduce builder shares: an empty vector (no step) and a single rank (a copy
+ * when out of place). Sets *done to 1 when it built the whole schedule, with scratch 0.
+ * @return MPIAR_SUCCESS or a negative MPIAR_ERR_* code.
+ */
+int mpiar__build_trivial(mpiar__schedule_t *s, int *done);
+
 /* The current data of this rank before its first reduction: INPUT, or OUTPUT in place. */
 static inline mpiar__operand_t mpiar__own(const mpiar__schedule_t *s, size_t off) {
   return s->in_place ? mpiar__out(off) : mpiar__in(off);
