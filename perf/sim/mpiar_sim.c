@@ -1,7 +1,9 @@
 /*
  * mpiar-sim: run one collective's schedules for P ranks in the simulator, print the modelled time,
  * bandwidths and traffic; print a rank's schedule; or sweep a grid of rank counts and sizes and
- * name the fastest algorithm for each. No MPI is needed.
+ * name the fastest algorithm for each. With a topology (--nodes/--ppn, --node-sizes or --map)
+ * the model has two levels and, without --algorithm, it prints every algorithm's time per size,
+ * the winner, and each algorithm's traffic on the node links. No MPI is needed.
  */
 #include <errno.h>
 #include <math.h>
@@ -17,6 +19,8 @@ static void usage(FILE *out) {
   fprintf(out, "usage: mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
                "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
                "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
+               "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
+               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]\n"
                "options:\n"
                "  --algorithm A      allreduce:");
   for (int i = 0; i < mpiar__algorithm_count; i++) {
@@ -38,6 +42,13 @@ static void usage(FILE *out) {
           "  --alpha SEC        seconds per message (default 2e-6)\n"
           "  --beta SEC         seconds per byte sent (default 1e-10)\n"
           "  --gamma SEC        seconds per byte reduced (default 5e-11)\n"
+          "  --nodes N          two levels: N nodes (with --ppn or --node-sizes)\n"
+          "  --ppn K            ranks per node\n"
+          "  --node-sizes LIST  ranks of each node, e.g. 4,4,2 (uneven nodes)\n"
+          "  --placement PL     block (default), roundrobin, or random (shuffled by --seed)\n"
+          "  --map LIST         the node of each rank, e.g. 0,0,1,1,0 (instead of the above)\n"
+          "  --alpha-inter SEC  seconds per message between nodes (default: --alpha)\n"
+          "  --beta-inter SEC   seconds per byte between nodes, per node port (default: --beta)\n"
           "  --dtype T          element type (default float32)\n"
           "  --op O             reduction (default sum)\n"
           "  --in-place         reduce in place\n"
@@ -46,7 +57,7 @@ static void usage(FILE *out) {
           "  --seed S           input seed (default 1)\n"
           "  --print-schedule   print the schedule of --rank R instead of simulating\n"
           "  --sweep            print the fastest algorithm per (ranks, bytes)\n"
-          "  --sizes LIST       sizes for --sweep (default 1K,4K,...,1G)\n"
+          "  --sizes LIST       sizes for --sweep and the topology table (default 1K,4K,...,1G)\n"
           "  --json             print JSON instead of text\n"
           "  --help             this text\n");
 }
@@ -110,6 +121,39 @@ static int parse_list(const char *s, size_t *vals, int max, int sizes) {
   return n;
 }
 
+/* Parse a comma-separated list of integers in [lo, hi] into a new array. @return count or -1. */
+static int parse_int_list(const char *s, long lo, long hi, int **out) {
+  char *buf = strdup(s);
+  int n = 0, cap = 0, *v = NULL;
+  if (buf == NULL) {
+    return -1;
+  }
+  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
+    long l;
+    if (parse_int(tok, lo, hi, &l) != 0) {
+      n = -1;
+      break;
+    }
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      int *nv = realloc(v, (size_t)cap * sizeof *nv);
+      if (nv == NULL) {
+        n = -1;
+        break;
+      }
+      v = nv;
+    }
+    v[n++] = (int)l;
+  }
+  free(buf);
+  if (n <= 0) {
+    free(v);
+    return -1;
+  }
+  *out = v;
+  return n;
+}
+
 typedef struct opts {
   const char *algorithm;
   int bcast;
@@ -125,7 +169,117 @@ typedef struct opts {
   size_t sizes[32];
   int nsizes;
   unsigned long long seed;
+  /* Topology: --nodes with --ppn or --node-sizes, or --map. */
+  int nodes, ppn, placement; /* placement: 0 block, 1 round-robin, 2 random */
+  int *node_sizes, nnode_sizes;
+  int *map, nmap;
+  int have_alpha_inter, have_beta_inter;
+  mpiar__topology_t topo;
+  int have_topo;
 } opts_t;
+
+static const char *placement_names[] = {"block", "roundrobin", "random"};
+
+/* Ranks shuffled over nodes of the given sizes (a random rank -> node map). */
+static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes,
+                           unsigned long long seed) {
+  int p = 0;
+  for (int i = 0; i < nnodes; i++) {
+    p += sizes[i];
+  }
+  int *label = malloc((size_t)p * sizeof *label);
+  if (label == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  for (int i = 0, r = 0; i < nnodes; i++) {
+    for (int j = 0; j < sizes[i]; j++) {
+      label[r++] = i;
+    }
+  }
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int r = p - 1; r > 0; r--) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const int q = (int)(x % (uint64_t)(r + 1)), tmp = label[r];
+    label[r] = label[q];
+    label[q] = tmp;
+  }
+  int rc = mpiar__topology_from_map(t, p, label);
+  free(label);
+  return rc;
+}
+
+/* Build o->topo from the topology options, if any. @return 0, or 2 after a usage error. */
+static int usage_error(const char *fmt, const char *arg);
+static int build_topology(opts_t *o) {
+  int rc = MPIAR_SUCCESS;
+  if (o->map != NULL) {
+    if (o->nodes || o->ppn || o->node_sizes) {
+      return usage_error("%s", "--map replaces --nodes, --ppn and --node-sizes");
+    }
+    rc = mpiar__topology_from_map(&o->topo, o->nmap, o->map);
+  } else if (o->nodes || o->ppn || o->node_sizes) {
+    if (o->node_sizes != NULL) {
+      if ((o->nodes && o->nodes != o->nnode_sizes) || o->ppn) {
+        return usage_error("%s", "--node-sizes gives the nodes: drop --ppn, and --nodes must "
+                                 "match its length");
+      }
+      o->nodes = o->nnode_sizes;
+    } else {
+      if (!o->nodes || !o->ppn) {
+        return usage_error("%s", "--nodes needs --ppn (or --node-sizes)");
+      }
+      o->node_sizes = malloc((size_t)o->nodes * sizeof *o->node_sizes);
+      if (o->node_sizes == NULL) {
+        return usage_error("%s", "out of memory");
+      }
+      for (int i = 0; i < o->nodes; i++) {
+        o->node_sizes[i] = o->ppn;
+      }
+    }
+    rc = o->placement == 2 ? random_topology(&o->topo, o->nodes, o->node_sizes, o->seed)
+                           : mpiar__topology_uneven(&o->topo, o->nodes, o->node_sizes,
+                                                    (mpiar__placement_t)o->placement);
+  } else {
+    return 0;
+  }
+  if (rc != MPIAR_SUCCESS) {
+    return usage_error("topology: %s", mpiar_last_error());
+  }
+  o->have_topo = 1;
+  if (o->nranks_list > 1 || (o->nranks_list == 1 && (int)o->ranks[0] != o->topo.nranks)) {
+    return usage_error("%s", "--ranks must match the topology's ranks (or be left out)");
+  }
+  o->ranks[0] = (size_t)o->topo.nranks;
+  o->nranks_list = 1;
+  if (!o->have_alpha_inter) {
+    o->cost.alpha_inter = o->cost.alpha;
+  }
+  if (!o->have_beta_inter) {
+    o->cost.beta_inter = o->cost.beta;
+  }
+  return 0;
+}
+
+/* One line naming the topology, e.g. "8 nodes x 4 ranks (block)". */
+static void describe_topology(const opts_t *o, char *buf, size_t len) {
+  const mpiar__topology_t *t = &o->topo;
+  if (o->map != NULL) {
+    snprintf(buf, len, "%d ranks mapped on %d nodes (largest %d)", t->nranks, t->nnodes,
+             t->max_node_size);
+  } else if (mpiar__topology_is_regular(t)) {
+    snprintf(buf, len, "%d nodes x %d ranks (%s)", t->nnodes, t->max_node_size,
+             placement_names[o->placement]);
+  } else {
+    int lo = t->max_node_size;
+    for (int i = 0; i < t->nnodes; i++) {
+      lo = t->node_size[i] < lo ? t->node_size[i] : lo;
+    }
+    snprintf(buf, len, "%d nodes of %d..%d ranks, %d in all (%s)", t->nnodes, lo, t->max_node_size,
+             t->nranks, placement_names[o->placement]);
+  }
+}
 
 static void json_string(const char *s) {
   putchar('"');
@@ -160,6 +314,7 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.root = o->root;
   cfg.segment_elems = o->segment_bytes / es;
   cfg.cost = o->cost;
+  cfg.topology = o->have_topo ? &o->topo : NULL;
   cfg.seed = o->seed;
   cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= 256.0 * 1024 * 1024;
   if (o->print) {
@@ -179,7 +334,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     fprintf(stderr, "mpiar-sim: %s: %s\n", mpiar_strerror(rc), mpiar_last_error());
     return 1;
   }
-  const double closed = alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost);
+  const double closed =
+      alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost, cfg.topology);
   const double bytes = (double)(cfg.count * es);
   const double algbw = res.time_s > 0 ? bytes / res.time_s / 1e9 : 0.0;
   const double busbw = algbw * busbw_factor(o->bcast, p);
@@ -201,6 +357,14 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_reduced_max, res.scratch_bytes_max, res.steps, cfg.data ? "true" : "false",
            res.hazards_checked ? "true" : "false", res.ok ? "true" : "false");
     json_string(res.ok ? "" : res.error);
+    if (o->have_topo) {
+      printf(", \"nodes\": %d, \"max_node_size\": %d, \"alpha_inter\": %.17g, "
+             "\"beta_inter\": %.17g, \"inter_messages\": %zu, \"inter_bytes_total\": %zu, "
+             "\"node_bytes_sent_max\": %zu, \"node_bytes_received_max\": %zu",
+             o->topo.nnodes, o->topo.max_node_size, o->cost.alpha_inter, o->cost.beta_inter,
+             res.inter_messages, res.inter_bytes_total, res.node_bytes_sent_max,
+             res.node_bytes_received_max);
+    }
     printf("}\n");
   } else {
     printf("algorithm      %s (%s)\n", alg->name, o->bcast ? "bcast" : "allreduce");
@@ -210,6 +374,13 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     printf("segment        %zu bytes\n", cfg.segment_elems * es);
     printf("model          alpha %g s, beta %g s/B, gamma %g s/B\n", o->cost.alpha, o->cost.beta,
            o->cost.gamma);
+    if (o->have_topo) {
+      char topo[160];
+      describe_topology(o, topo, sizeof topo);
+      printf("topology       %s\n", topo);
+      printf("between nodes  alpha %g s, beta %g s/B per node port\n", o->cost.alpha_inter,
+             o->cost.beta_inter);
+    }
     printf("time           %.6f us (closed form %.6f us)\n", res.time_s * 1e6, closed * 1e6);
     printf("algbw          %.3f GB/s\n", algbw);
     printf("busbw          %.3f GB/s\n", busbw);
@@ -218,6 +389,12 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_sent_total);
     printf("bytes reduced  %zu max per rank\n", res.bytes_reduced_max);
     printf("scratch        %zu bytes max per rank\n", res.scratch_bytes_max);
+    if (o->have_topo) {
+      printf("node links     %zu bytes max sent per node, %zu received; %zu messages, %zu bytes "
+             "in all\n",
+             res.node_bytes_sent_max, res.node_bytes_received_max, res.inter_messages,
+             res.inter_bytes_total);
+    }
     printf("checks         %s%s%s\n", res.ok ? "ok" : "FAILED",
            cfg.data ? " (data" : " (matching only", res.hazards_checked ? ", hazards)" : ")");
     if (!res.ok) {
@@ -245,18 +422,42 @@ static void size_name(size_t b, char *buf, size_t len) {
   }
 }
 
+/* Width of an algorithm's column in the sweep table. */
+static int col_width(const mpiar__algorithm_t *a) {
+  const int len = (int)strlen(a->name);
+  return len > 18 ? len : 18;
+}
+
+/*
+ * Sweep: every algorithm's modelled time per (ranks, bytes) and the winner. Without a topology
+ * the flat algorithms (a hierarchical one is its flat equivalent there) and the segmented ring;
+ * with one, every registry algorithm on it, then each one's traffic on the node links.
+ */
 static int run_sweep(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
-  int failures = 0;
-  const int ncand = mpiar__algorithm_count + (int)NSEG;
+  int failures = 0, nalg = 0;
+  const mpiar__algorithm_t *algs[32];
+  for (int a = 0; a < mpiar__algorithm_count && nalg < 32 - (int)NSEG; a++) {
+    if (o->have_topo || !(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
+      algs[nalg++] = &mpiar__algorithms[a];
+    }
+  }
+  size_t node_bytes[32] = {0};
+  const int ncand = nalg + (int)NSEG;
   if (!o->json) {
     printf("# mpiar-sim --sweep: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; modelled time in "
            "us\n",
            o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
            mpiar_op_name(o->op));
+    if (o->have_topo) {
+      char topo[160];
+      describe_topology(o, topo, sizeof topo);
+      printf("# topology %s; between nodes alpha %g s, beta %g s/B per node port\n", topo,
+             o->cost.alpha_inter, o->cost.beta_inter);
+    }
     printf("%6s %6s", "ranks", "bytes");
-    for (int a = 0; a < mpiar__algorithm_count; a++) {
-      printf(" %18s", mpiar__algorithms[a].name);
+    for (int a = 0; a < nalg; a++) {
+      printf(" %*s", col_width(algs[a]), algs[a]->name);
     }
     for (size_t s = 0; s < NSEG; s++) {
       char nm[32], col[48];
@@ -277,9 +478,8 @@ static int run_sweep(const opts_t *o) {
       char winner[64] = "-";
       double times[32];
       for (int c = 0; c < ncand; c++) {
-        const mpiar__algorithm_t *alg =
-            c < mpiar__algorithm_count ? &mpiar__algorithms[c] : mpiar__algorithm_find("ring");
-        size_t seg = c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
+        const mpiar__algorithm_t *alg = c < nalg ? algs[c] : mpiar__algorithm_find("ring");
+        size_t seg = c < nalg ? 0 : sweep_segments[c - nalg];
         times[c] = NAN;
         const double blk = (double)bytes / p;
         const double m = seg ? ceil(blk / (double)seg) : 1;
@@ -298,6 +498,7 @@ static int run_sweep(const opts_t *o) {
         cfg.op = o->op;
         cfg.segment_elems = seg / es;
         cfg.cost = o->cost;
+        cfg.topology = o->have_topo ? &o->topo : NULL;
         cfg.data = 0;
         cfg.check_hazards = 0;
         mpiar__sim_result_t res;
@@ -308,6 +509,9 @@ static int run_sweep(const opts_t *o) {
           continue;
         }
         times[c] = res.time_s;
+        if (c < nalg) {
+          node_bytes[c] = res.node_bytes_sent_max;
+        }
         if (res.time_s < best) {
           best = res.time_s;
           if (seg) {
@@ -329,23 +533,33 @@ static int run_sweep(const opts_t *o) {
           if (isnan(times[c])) {
             continue;
           }
-          if (c < mpiar__algorithm_count) {
-            printf("%s\"%s\": %.9g", firstc ? "" : ", ", mpiar__algorithms[c].name, times[c]);
+          if (c < nalg) {
+            printf("%s\"%s\": %.9g", firstc ? "" : ", ", algs[c]->name, times[c]);
           } else {
-            printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ",
-                   sweep_segments[c - mpiar__algorithm_count], times[c]);
+            printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ", sweep_segments[c - nalg],
+                   times[c]);
           }
           firstc = 0;
         }
-        printf("}, \"ok\": %s}", failures ? "false" : "true");
+        printf("}");
+        if (o->have_topo) {
+          printf(", \"node_bytes_sent_max\": {");
+          for (int c = 0; c < nalg; c++) {
+            printf("%s\"%s\": %zu", c ? ", " : "", algs[c]->name,
+                   isnan(times[c]) ? 0 : node_bytes[c]);
+          }
+          printf("}");
+        }
+        printf(", \"ok\": %s}", failures ? "false" : "true");
         first = 0;
       } else {
         printf("%6d %6s", p, bn);
         for (int c = 0; c < ncand; c++) {
+          const int w = c < nalg ? col_width(algs[c]) : 14;
           if (isnan(times[c])) {
-            printf(" %*s", c < mpiar__algorithm_count ? 18 : 14, "-");
+            printf(" %*s", w, "-");
           } else {
-            printf(" %*.2f", c < mpiar__algorithm_count ? 18 : 14, times[c] * 1e6);
+            printf(" %*.2f", w, times[c] * 1e6);
           }
         }
         printf("  %s\n", winner);
@@ -355,8 +569,81 @@ static int run_sweep(const opts_t *o) {
   }
   if (o->json) {
     printf("\n]\n");
+  } else if (o->have_topo && o->nsizes > 0) {
+    /* Traffic on the node links at the last size, as a multiple of the vector. */
+    const size_t bytes = o->sizes[o->nsizes - 1] / es * es;
+    char bn[32];
+    size_name(bytes, bn, sizeof bn);
+    printf("# bytes one node sends to other nodes at %s, as a multiple of the vector (max over "
+           "nodes):\n",
+           bn);
+    for (int c = 0; c < nalg; c++) {
+      printf("#   %-24s %.3f\n", algs[c]->name, bytes ? (double)node_bytes[c] / (double)bytes : 0);
+    }
   }
   return failures ? 1 : 0;
+}
+
+/* Everything after parsing: check the combination of options, then run. */
+static int dispatch(opts_t *o) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  if (!o->bcast && !mpiar_op_supported(o->dtype, o->op)) {
+    return usage_error("operation not defined on dtype %s", mpiar_dtype_name(o->dtype));
+  }
+  if (o->segment_bytes % es != 0) {
+    return usage_error("--segment must be a multiple of the element size (%s)",
+                       mpiar_dtype_name(o->dtype));
+  }
+  int urc = build_topology(o);
+  if (urc != 0) {
+    return urc;
+  }
+  /* With a topology and no algorithm: the per-algorithm table on it. */
+  if (o->sweep || (o->have_topo && o->algorithm == NULL && !o->print)) {
+    if (o->have_topo && o->nsizes == 0 && o->have_bytes) {
+      o->sizes[o->nsizes++] = o->bytes;
+    }
+    if (o->bcast || o->print) {
+      return usage_error("%s", "--sweep compares allreduce algorithms; drop --collective bcast "
+                               "and --print-schedule");
+    }
+    if (o->nranks_list == 0) {
+      const size_t dflt[] = {2, 8, 64, 1024};
+      memcpy(o->ranks, dflt, sizeof dflt);
+      o->nranks_list = 4;
+    }
+    if (o->nsizes == 0) {
+      for (size_t b = 1024; b <= ((size_t)1 << 30); b *= 4) {
+        o->sizes[o->nsizes++] = b;
+      }
+    }
+    return run_sweep(o);
+  }
+  if (o->algorithm == NULL || o->nranks_list == 0 || !o->have_bytes) {
+    return usage_error("%s", "--algorithm, --ranks and --bytes are required (or --sweep)");
+  }
+  if (o->nranks_list != 1) {
+    return usage_error("--ranks '%s': a list is only accepted with --sweep", "...");
+  }
+  const mpiar__algorithm_t *alg = o->bcast ? mpiar__bcast_algorithm_find(o->algorithm)
+                                           : mpiar__algorithm_find_any(o->algorithm);
+  if (alg == NULL) {
+    return usage_error("unknown algorithm '%s'", o->algorithm);
+  }
+  if (o->bytes % es != 0) {
+    return usage_error("--bytes must be a multiple of the element size (%s)",
+                       mpiar_dtype_name(o->dtype));
+  }
+  if (o->root >= (int)o->ranks[0]) {
+    return usage_error("%s", "--root must be below --ranks");
+  }
+  if (o->print && (o->print_rank < 0 || o->print_rank >= (int)o->ranks[0])) {
+    return usage_error("%s", "--print-schedule needs --rank R with 0 <= R < P");
+  }
+  if (!o->print && o->print_rank >= 0) {
+    return usage_error("%s", "--rank is only meaningful with --print-schedule");
+  }
+  return run_one(o, alg);
 }
 
 int main(int argc, char **argv) {
@@ -425,6 +712,46 @@ int main(int argc, char **argv) {
       if (parse_double(v, dst) != 0) {
         return usage_error("'%s' is not a non-negative number of seconds", v);
       }
+    } else if (strcmp(a, "--alpha-inter") == 0 || strcmp(a, "--beta-inter") == 0) {
+      NEED_VALUE();
+      const int is_alpha = a[2] == 'a';
+      if (parse_double(v, is_alpha ? &o.cost.alpha_inter : &o.cost.beta_inter) != 0) {
+        return usage_error("'%s' is not a non-negative number of seconds", v);
+      }
+      *(is_alpha ? &o.have_alpha_inter : &o.have_beta_inter) = 1;
+    } else if (strcmp(a, "--nodes") == 0 || strcmp(a, "--ppn") == 0) {
+      NEED_VALUE();
+      if (parse_int(v, 1, 1 << 20, &l) != 0) {
+        return usage_error("'%s' is not a count in 1..1048576", v);
+      }
+      *(a[2] == 'n' ? &o.nodes : &o.ppn) = (int)l;
+    } else if (strcmp(a, "--node-sizes") == 0) {
+      NEED_VALUE();
+      free(o.node_sizes);
+      o.nnode_sizes = parse_int_list(v, 1, 1 << 20, &o.node_sizes);
+      if (o.nnode_sizes <= 0) {
+        o.node_sizes = NULL;
+        return usage_error("--node-sizes '%s' is not a list of rank counts", v);
+      }
+    } else if (strcmp(a, "--map") == 0) {
+      NEED_VALUE();
+      free(o.map);
+      o.nmap = parse_int_list(v, 0, 1 << 30, &o.map);
+      if (o.nmap <= 0) {
+        o.map = NULL;
+        return usage_error("--map '%s' is not a list of node numbers", v);
+      }
+    } else if (strcmp(a, "--placement") == 0) {
+      NEED_VALUE();
+      o.placement = -1;
+      for (int k = 0; k < 3; k++) {
+        if (strcmp(v, placement_names[k]) == 0) {
+          o.placement = k;
+        }
+      }
+      if (o.placement < 0) {
+        return usage_error("unknown placement '%s' (block, roundrobin or random)", v);
+      }
     } else if (strcmp(a, "--dtype") == 0) {
       NEED_VALUE();
       if (mpiar_dtype_from_name(v, &o.dtype) != MPIAR_SUCCESS) {
@@ -470,54 +797,9 @@ int main(int argc, char **argv) {
     }
 #undef NEED_VALUE
   }
-  const size_t es = mpiar_dtype_size(o.dtype);
-  if (!o.bcast && !mpiar_op_supported(o.dtype, o.op)) {
-    return usage_error("operation not defined on dtype %s", mpiar_dtype_name(o.dtype));
-  }
-  if (o.segment_bytes % es != 0) {
-    return usage_error("--segment must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o.dtype));
-  }
-  if (o.sweep) {
-    if (o.bcast || o.print) {
-      return usage_error("%s", "--sweep compares allreduce algorithms; drop --collective bcast "
-                               "and --print-schedule");
-    }
-    if (o.nranks_list == 0) {
-      const size_t dflt[] = {2, 8, 64, 1024};
-      memcpy(o.ranks, dflt, sizeof dflt);
-      o.nranks_list = 4;
-    }
-    if (o.nsizes == 0) {
-      for (size_t b = 1024; b <= ((size_t)1 << 30); b *= 4) {
-        o.sizes[o.nsizes++] = b;
-      }
-    }
-    return run_sweep(&o);
-  }
-  if (o.algorithm == NULL || o.nranks_list == 0 || !o.have_bytes) {
-    return usage_error("%s", "--algorithm, --ranks and --bytes are required (or --sweep)");
-  }
-  if (o.nranks_list != 1) {
-    return usage_error("--ranks '%s': a list is only accepted with --sweep", "...");
-  }
-  const mpiar__algorithm_t *alg =
-      o.bcast ? mpiar__bcast_algorithm_find(o.algorithm) : mpiar__algorithm_find_any(o.algorithm);
-  if (alg == NULL) {
-    return usage_error("unknown algorithm '%s'", o.algorithm);
-  }
-  if (o.bytes % es != 0) {
-    return usage_error("--bytes must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o.dtype));
-  }
-  if (o.root >= (int)o.ranks[0]) {
-    return usage_error("%s", "--root must be below --ranks");
-  }
-  if (o.print && (o.print_rank < 0 || o.print_rank >= (int)o.ranks[0])) {
-    return usage_error("%s", "--print-schedule needs --rank R with 0 <= R < P");
-  }
-  if (!o.print && o.print_rank >= 0) {
-    return usage_error("%s", "--rank is only meaningful with --print-schedule");
-  }
-  return run_one(&o, alg);
+  int rc = dispatch(&o);
+  mpiar__topology_destroy(&o.topo);
+  free(o.node_sizes);
+  free(o.map);
+  return rc;
 }

@@ -119,24 +119,41 @@ cleanup:
   return rc;
 }
 
+/*
+ * The link the broadcast formulas use: the level every message stays on, or on a real two-level
+ * topology the slower level for every message (an upper bound; broadcast is not topology-aware).
+ */
+static mpiar__cost_params_t bcast_link(const mpiar__cost_params_t *c,
+                                       const mpiar__topology_t *topo) {
+  mpiar__cost_params_t l;
+  if (!mpiar__cost_one_level(topo, c, &l)) {
+    l.alpha = c->alpha > c->alpha_inter ? c->alpha : c->alpha_inter;
+    l.beta = c->beta > c->beta_inter ? c->beta : c->beta_inter;
+  }
+  return l;
+}
+
 double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                  const mpiar__cost_params_t *c) {
+                                  const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  return mpiar__log2i(ceil_pof2(nranks)) * (c->alpha + (double)bytes * c->beta);
+  const mpiar__cost_params_t l = bcast_link(c, topo);
+  return mpiar__log2i(ceil_pof2(nranks)) * (l.alpha + (double)bytes * l.beta);
 }
 
 double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem_size,
-                                           size_t segment_bytes, const mpiar__cost_params_t *c) {
+                                           size_t segment_bytes, const mpiar__cost_params_t *c,
+                                           const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
+  const mpiar__cost_params_t l = bcast_link(c, topo);
   const double p = nranks, n = (double)bytes;
-  return mpiar__log2i(ceil_pof2(nranks)) * c->alpha + (p - 1) / p * n * c->beta +
-         (p - 1) * (c->alpha + n / p * c->beta);
+  return mpiar__log2i(ceil_pof2(nranks)) * l.alpha + (p - 1) / p * n * l.beta +
+         (p - 1) * (l.alpha + n / p * l.beta);
 }
