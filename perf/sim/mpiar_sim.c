@@ -210,8 +210,61 @@ static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes,
   return rc;
 }
 
+static const char *topology_options[] = {"--alpha-inter", "--beta-inter", "--nodes",    "--ppn",
+                                         "--node-sizes",  "--map",        "--placement"};
+
+static int is_topology_option(const char *a) {
+  for (size_t i = 0; i < sizeof topology_options / sizeof topology_options[0]; i++) {
+    if (strcmp(a, topology_options[i]) == 0) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* One of topology_options with its value. @return 0, or 2 after a usage error. */
+static int parse_topology_option(opts_t *o, const char *a, const char *v) {
+  long l;
+  if (strcmp(a, "--alpha-inter") == 0 || strcmp(a, "--beta-inter") == 0) {
+    const int is_alpha = a[2] == 'a';
+    if (parse_double(v, is_alpha ? &o->cost.alpha_inter : &o->cost.beta_inter) != 0) {
+      return usage_error("'%s' is not a non-negative number of seconds", v);
+    }
+    *(is_alpha ? &o->have_alpha_inter : &o->have_beta_inter) = 1;
+  } else if (strcmp(a, "--nodes") == 0 || strcmp(a, "--ppn") == 0) {
+    if (parse_int(v, 1, 1 << 20, &l) != 0) {
+      return usage_error("'%s' is not a count in 1..1048576", v);
+    }
+    *(a[2] == 'n' ? &o->nodes : &o->ppn) = (int)l;
+  } else if (strcmp(a, "--node-sizes") == 0) {
+    free(o->node_sizes);
+    o->nnode_sizes = parse_int_list(v, 1, 1 << 20, &o->node_sizes);
+    if (o->nnode_sizes <= 0) {
+      o->node_sizes = NULL;
+      return usage_error("--node-sizes '%s' is not a list of rank counts", v);
+    }
+  } else if (strcmp(a, "--map") == 0) {
+    free(o->map);
+    o->nmap = parse_int_list(v, 0, 1 << 30, &o->map);
+    if (o->nmap <= 0) {
+      o->map = NULL;
+      return usage_error("--map '%s' is not a list of node numbers", v);
+    }
+  } else {
+    o->placement = -1;
+    for (int k = 0; k < 3; k++) {
+      if (strcmp(v, placement_names[k]) == 0) {
+        o->placement = k;
+      }
+    }
+    if (o->placement < 0) {
+      return usage_error("unknown placement '%s' (block, roundrobin or random)", v);
+    }
+  }
+  return 0;
+}
+
 /* Build o->topo from the topology options, if any. @return 0, or 2 after a usage error. */
-static int usage_error(const char *fmt, const char *arg);
 static int build_topology(opts_t *o) {
   int rc = MPIAR_SUCCESS;
   if (o->map != NULL) {
@@ -433,136 +486,172 @@ static int col_width(const mpiar__algorithm_t *a) {
  * the flat algorithms (a hierarchical one is its flat equivalent there) and the segmented ring;
  * with one, every registry algorithm on it, then each one's traffic on the node links.
  */
+typedef struct sweep {
+  const mpiar__algorithm_t *algs[32]; /* the registry candidates; then the segmented rings */
+  int nalg, ncand;
+  double times[32];      /* per candidate at the current point; NAN: not run */
+  size_t node_bytes[32]; /* per registry candidate: the most bytes a node sends to others */
+  char winner[64];
+} sweep_t;
+
+static void sweep_header(const opts_t *o, const sweep_t *sw) {
+  printf("# mpiar-sim --sweep: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; modelled time in "
+         "us\n",
+         o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
+         mpiar_op_name(o->op));
+  if (o->have_topo) {
+    char topo[160];
+    describe_topology(o, topo, sizeof topo);
+    printf("# topology %s; between nodes alpha %g s, beta %g s/B per node port\n", topo,
+           o->cost.alpha_inter, o->cost.beta_inter);
+  }
+  printf("%6s %6s", "ranks", "bytes");
+  for (int a = 0; a < sw->nalg; a++) {
+    printf(" %*s", col_width(sw->algs[a]), sw->algs[a]->name);
+  }
+  for (size_t s = 0; s < NSEG; s++) {
+    char nm[32], col[48];
+    size_name(sweep_segments[s], nm, sizeof nm);
+    snprintf(col, sizeof col, "ring/seg=%s", nm);
+    printf(" %14s", col);
+  }
+  printf("  winner\n");
+}
+
+/* Simulate every candidate at (p, bytes); @return the number of failed simulations. */
+static int sweep_point(const opts_t *o, sweep_t *sw, int p, size_t bytes) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  double best = INFINITY;
+  int failures = 0;
+  snprintf(sw->winner, sizeof sw->winner, "-");
+  for (int c = 0; c < sw->ncand; c++) {
+    const mpiar__algorithm_t *alg = c < sw->nalg ? sw->algs[c] : mpiar__algorithm_find("ring");
+    const size_t seg = c < sw->nalg ? 0 : sweep_segments[c - sw->nalg];
+    sw->times[c] = NAN;
+    const double blk = (double)bytes / p;
+    const double m = seg ? ceil(blk / (double)seg) : 1;
+    if (seg && m < 2) {
+      continue; /* the block fits in one segment: same as the unsegmented ring */
+    }
+    const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
+    if (steps > SWEEP_MAX_STEPS) {
+      continue;
+    }
+    mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+    cfg.algorithm = alg;
+    cfg.nranks = p;
+    cfg.count = bytes / es;
+    cfg.dtype = o->dtype;
+    cfg.op = o->op;
+    cfg.segment_elems = seg / es;
+    cfg.cost = o->cost;
+    cfg.topology = o->have_topo ? &o->topo : NULL;
+    cfg.data = 0;
+    cfg.check_hazards = 0;
+    mpiar__sim_result_t res;
+    if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+      fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
+              res.ok ? mpiar_last_error() : res.error);
+      failures++;
+      continue;
+    }
+    sw->times[c] = res.time_s;
+    if (c < sw->nalg) {
+      sw->node_bytes[c] = res.node_bytes_sent_max;
+    }
+    if (res.time_s < best) {
+      best = res.time_s;
+      char nm[32];
+      size_name(seg, nm, sizeof nm);
+      snprintf(sw->winner, sizeof sw->winner, seg ? "ring/seg=%s" : "%s", seg ? nm : alg->name);
+    }
+  }
+  return failures;
+}
+
+static void sweep_row_json(const opts_t *o, const sweep_t *sw, int p, size_t bytes, int first,
+                           int failures) {
+  printf("%s\n {\"ranks\": %d, \"bytes\": %zu, \"winner\": \"%s\", \"time_s\": {", first ? "" : ",",
+         p, bytes, sw->winner);
+  int firstc = 1;
+  for (int c = 0; c < sw->ncand; c++) {
+    if (isnan(sw->times[c])) {
+      continue;
+    }
+    if (c < sw->nalg) {
+      printf("%s\"%s\": %.9g", firstc ? "" : ", ", sw->algs[c]->name, sw->times[c]);
+    } else {
+      printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ", sweep_segments[c - sw->nalg],
+             sw->times[c]);
+    }
+    firstc = 0;
+  }
+  printf("}");
+  if (o->have_topo) {
+    printf(", \"node_bytes_sent_max\": {");
+    for (int c = 0; c < sw->nalg; c++) {
+      printf("%s\"%s\": %zu", c ? ", " : "", sw->algs[c]->name,
+             isnan(sw->times[c]) ? 0 : sw->node_bytes[c]);
+    }
+    printf("}");
+  }
+  printf(", \"ok\": %s}", failures ? "false" : "true");
+}
+
+static void sweep_row_text(const sweep_t *sw, int p, size_t bytes) {
+  char bn[32];
+  size_name(bytes, bn, sizeof bn);
+  printf("%6d %6s", p, bn);
+  for (int c = 0; c < sw->ncand; c++) {
+    const int w = c < sw->nalg ? col_width(sw->algs[c]) : 14;
+    if (isnan(sw->times[c])) {
+      printf(" %*s", w, "-");
+    } else {
+      printf(" %*.2f", w, sw->times[c] * 1e6);
+    }
+  }
+  printf("  %s\n", sw->winner);
+}
+
+/* Traffic on the node links at the last size, as a multiple of the vector. */
+static void sweep_traffic(const sweep_t *sw, size_t bytes) {
+  char bn[32];
+  size_name(bytes, bn, sizeof bn);
+  printf("# bytes one node sends to other nodes at %s, as a multiple of the vector (max over "
+         "nodes):\n",
+         bn);
+  for (int c = 0; c < sw->nalg; c++) {
+    printf("#   %-24s %.3f\n", sw->algs[c]->name,
+           bytes ? (double)sw->node_bytes[c] / (double)bytes : 0);
+  }
+}
+
 static int run_sweep(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
-  int failures = 0, nalg = 0;
-  const mpiar__algorithm_t *algs[32];
-  for (int a = 0; a < mpiar__algorithm_count && nalg < 32 - (int)NSEG; a++) {
+  int failures = 0, first = 1;
+  sweep_t sw;
+  memset(&sw, 0, sizeof sw);
+  for (int a = 0; a < mpiar__algorithm_count && sw.nalg < 32 - (int)NSEG; a++) {
     if (o->have_topo || !(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
-      algs[nalg++] = &mpiar__algorithms[a];
+      sw.algs[sw.nalg++] = &mpiar__algorithms[a];
     }
   }
-  size_t node_bytes[32] = {0};
-  const int ncand = nalg + (int)NSEG;
-  if (!o->json) {
-    printf("# mpiar-sim --sweep: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; modelled time in "
-           "us\n",
-           o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
-           mpiar_op_name(o->op));
-    if (o->have_topo) {
-      char topo[160];
-      describe_topology(o, topo, sizeof topo);
-      printf("# topology %s; between nodes alpha %g s, beta %g s/B per node port\n", topo,
-             o->cost.alpha_inter, o->cost.beta_inter);
-    }
-    printf("%6s %6s", "ranks", "bytes");
-    for (int a = 0; a < nalg; a++) {
-      printf(" %*s", col_width(algs[a]), algs[a]->name);
-    }
-    for (size_t s = 0; s < NSEG; s++) {
-      char nm[32], col[48];
-      size_name(sweep_segments[s], nm, sizeof nm);
-      snprintf(col, sizeof col, "ring/seg=%s", nm);
-      printf(" %14s", col);
-    }
-    printf("  winner\n");
-  } else {
+  sw.ncand = sw.nalg + (int)NSEG;
+  if (o->json) {
     printf("[");
+  } else {
+    sweep_header(o, &sw);
   }
-  int first = 1;
   for (int pi = 0; pi < o->nranks_list; pi++) {
-    const int p = (int)o->ranks[pi];
     for (int si = 0; si < o->nsizes; si++) {
+      const int p = (int)o->ranks[pi];
       const size_t bytes = o->sizes[si] / es * es;
-      double best = INFINITY;
-      char winner[64] = "-";
-      double times[32];
-      for (int c = 0; c < ncand; c++) {
-        const mpiar__algorithm_t *alg = c < nalg ? algs[c] : mpiar__algorithm_find("ring");
-        size_t seg = c < nalg ? 0 : sweep_segments[c - nalg];
-        times[c] = NAN;
-        const double blk = (double)bytes / p;
-        const double m = seg ? ceil(blk / (double)seg) : 1;
-        if (seg && m < 2) {
-          continue; /* the block fits in one segment: same as the unsegmented ring */
-        }
-        const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
-        if (steps > SWEEP_MAX_STEPS) {
-          continue;
-        }
-        mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-        cfg.algorithm = alg;
-        cfg.nranks = p;
-        cfg.count = bytes / es;
-        cfg.dtype = o->dtype;
-        cfg.op = o->op;
-        cfg.segment_elems = seg / es;
-        cfg.cost = o->cost;
-        cfg.topology = o->have_topo ? &o->topo : NULL;
-        cfg.data = 0;
-        cfg.check_hazards = 0;
-        mpiar__sim_result_t res;
-        if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
-          fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
-                  res.ok ? mpiar_last_error() : res.error);
-          failures++;
-          continue;
-        }
-        times[c] = res.time_s;
-        if (c < nalg) {
-          node_bytes[c] = res.node_bytes_sent_max;
-        }
-        if (res.time_s < best) {
-          best = res.time_s;
-          if (seg) {
-            char nm[32];
-            size_name(seg, nm, sizeof nm);
-            snprintf(winner, sizeof winner, "ring/seg=%s", nm);
-          } else {
-            snprintf(winner, sizeof winner, "%s", alg->name);
-          }
-        }
-      }
-      char bn[32];
-      size_name(bytes, bn, sizeof bn);
+      failures += sweep_point(o, &sw, p, bytes);
       if (o->json) {
-        printf("%s\n {\"ranks\": %d, \"bytes\": %zu, \"winner\": \"%s\", \"time_s\": {",
-               first ? "" : ",", p, bytes, winner);
-        int firstc = 1;
-        for (int c = 0; c < ncand; c++) {
-          if (isnan(times[c])) {
-            continue;
-          }
-          if (c < nalg) {
-            printf("%s\"%s\": %.9g", firstc ? "" : ", ", algs[c]->name, times[c]);
-          } else {
-            printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ", sweep_segments[c - nalg],
-                   times[c]);
-          }
-          firstc = 0;
-        }
-        printf("}");
-        if (o->have_topo) {
-          printf(", \"node_bytes_sent_max\": {");
-          for (int c = 0; c < nalg; c++) {
-            printf("%s\"%s\": %zu", c ? ", " : "", algs[c]->name,
-                   isnan(times[c]) ? 0 : node_bytes[c]);
-          }
-          printf("}");
-        }
-        printf(", \"ok\": %s}", failures ? "false" : "true");
+        sweep_row_json(o, &sw, p, bytes, first, failures);
         first = 0;
       } else {
-        printf("%6d %6s", p, bn);
-        for (int c = 0; c < ncand; c++) {
-          const int w = c < nalg ? col_width(algs[c]) : 14;
-          if (isnan(times[c])) {
-            printf(" %*s", w, "-");
-          } else {
-            printf(" %*.2f", w, times[c] * 1e6);
-          }
-        }
-        printf("  %s\n", winner);
+        sweep_row_text(&sw, p, bytes);
       }
       fflush(stdout);
     }
@@ -570,16 +659,7 @@ static int run_sweep(const opts_t *o) {
   if (o->json) {
     printf("\n]\n");
   } else if (o->have_topo && o->nsizes > 0) {
-    /* Traffic on the node links at the last size, as a multiple of the vector. */
-    const size_t bytes = o->sizes[o->nsizes - 1] / es * es;
-    char bn[32];
-    size_name(bytes, bn, sizeof bn);
-    printf("# bytes one node sends to other nodes at %s, as a multiple of the vector (max over "
-           "nodes):\n",
-           bn);
-    for (int c = 0; c < nalg; c++) {
-      printf("#   %-24s %.3f\n", algs[c]->name, bytes ? (double)node_bytes[c] / (double)bytes : 0);
-    }
+    sweep_traffic(&sw, o->sizes[o->nsizes - 1] / es * es);
   }
   return failures ? 1 : 0;
 }
@@ -712,45 +792,11 @@ int main(int argc, char **argv) {
       if (parse_double(v, dst) != 0) {
         return usage_error("'%s' is not a non-negative number of seconds", v);
       }
-    } else if (strcmp(a, "--alpha-inter") == 0 || strcmp(a, "--beta-inter") == 0) {
+    } else if (is_topology_option(a)) {
       NEED_VALUE();
-      const int is_alpha = a[2] == 'a';
-      if (parse_double(v, is_alpha ? &o.cost.alpha_inter : &o.cost.beta_inter) != 0) {
-        return usage_error("'%s' is not a non-negative number of seconds", v);
-      }
-      *(is_alpha ? &o.have_alpha_inter : &o.have_beta_inter) = 1;
-    } else if (strcmp(a, "--nodes") == 0 || strcmp(a, "--ppn") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 1, 1 << 20, &l) != 0) {
-        return usage_error("'%s' is not a count in 1..1048576", v);
-      }
-      *(a[2] == 'n' ? &o.nodes : &o.ppn) = (int)l;
-    } else if (strcmp(a, "--node-sizes") == 0) {
-      NEED_VALUE();
-      free(o.node_sizes);
-      o.nnode_sizes = parse_int_list(v, 1, 1 << 20, &o.node_sizes);
-      if (o.nnode_sizes <= 0) {
-        o.node_sizes = NULL;
-        return usage_error("--node-sizes '%s' is not a list of rank counts", v);
-      }
-    } else if (strcmp(a, "--map") == 0) {
-      NEED_VALUE();
-      free(o.map);
-      o.nmap = parse_int_list(v, 0, 1 << 30, &o.map);
-      if (o.nmap <= 0) {
-        o.map = NULL;
-        return usage_error("--map '%s' is not a list of node numbers", v);
-      }
-    } else if (strcmp(a, "--placement") == 0) {
-      NEED_VALUE();
-      o.placement = -1;
-      for (int k = 0; k < 3; k++) {
-        if (strcmp(v, placement_names[k]) == 0) {
-          o.placement = k;
-        }
-      }
-      if (o.placement < 0) {
-        return usage_error("unknown placement '%s' (block, roundrobin or random)", v);
+      const int urc = parse_topology_option(&o, a, v);
+      if (urc != 0) {
+        return urc;
       }
     } else if (strcmp(a, "--dtype") == 0) {
       NEED_VALUE();

@@ -17,6 +17,9 @@
  *   (p-1) (alpha + n/p beta) for the ring, i.e. (log2 p + p - 1) alpha + 2 (p-1)/p n beta for p a
  *   power of two dividing count. Wins for large messages: the root sends about n bytes in all
  *   instead of ceil(log2 p) times n.
+ *
+ * Two levels: the broadcasts are not topology-aware; their costs use the level every message
+ * stays on, or on a real two-level topology the slower level for every message (an upper bound).
  */
 #include <stdlib.h>
 

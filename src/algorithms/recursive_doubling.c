@@ -19,6 +19,9 @@
  *                      + (alpha + n beta)              (the fold and the return of the result)
  * The simulator's critical path equals the first formula for powers of two; the second is the
  * model's estimate for other p. Wins for small messages, where the log2(p) alpha term dominates.
+ * Two levels: on one node, or one rank per node, the formulas with that level's alpha and beta;
+ * otherwise a step-synchronous estimate as for Rabenseifner (the node port passes one message per
+ * rank of the node in each step across nodes, which hier_recursive_doubling avoids).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"

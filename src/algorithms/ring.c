@@ -31,6 +31,12 @@
  *   behind the transfers of later segments.
  * The simulator's critical path equals these for every p (tests/sim). Bytes sent per rank:
  * 2 (p-1)/p n, the lower bound for allreduce.
+ * Two levels (mpiar__cost_params_t): on one node the formulas hold with alpha and beta, with one
+ * rank per node with alpha_inter and beta_inter. Otherwise a step lasts as long as the slower of
+ * an intra-node message and the busiest node port, which passes one message per node and step
+ * with block placement (2 (p-1)/p n per node link, near the bound 2 (N-1)/N n) and k with
+ * round-robin placement (k times that); the cost function puts that link into the formulas, an
+ * estimate within 40 % of the simulator on the tested topologies (tests/sim/test_sim_hier_cost.c).
  *
  * Tags: the q-th message from r to r+1 carries tag q mod MPIAR__TAG_LIMIT. Where a tag repeats
  * (more than MPIAR__TAG_LIMIT messages), the later send and receive depend on the earlier ones
