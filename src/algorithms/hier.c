@@ -14,6 +14,7 @@
  * computes it once on one rank and copies it to the other nodes, then copied inside each node:
  * every rank ends with the bits of that one computation.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,7 +151,7 @@ static int cmp_size(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Index of @p x in the sorted cut points (x is one of them). */
+/* Index of @p x (relative to the chunk) in the sorted cut points (x is one of them). */
 static int cut_index(const mpiar__hier_t *h, size_t x) {
   int lo = 0, hi = h->npieces;
   while (lo < hi) {
@@ -164,10 +165,10 @@ static int cut_index(const mpiar__hier_t *h, size_t x) {
   return lo;
 }
 
-/* The pieces: every node size's cut points, sorted, without repeats. */
+/* The chunk's pieces: every node size's cut points (relative), sorted, without repeats. */
 static int make_pieces(mpiar__hier_t *h) {
   const mpiar__topology_t *t = h->t;
-  const size_t n = h->s->count;
+  const size_t n = h->n;
   uint8_t *seen = calloc((size_t)t->max_node_size + 1, 1);
   size_t ncuts = 0;
   if (seen == NULL) {
@@ -179,6 +180,7 @@ static int make_pieces(mpiar__hier_t *h) {
       ncuts += (size_t)t->node_size[i] + 1;
     }
   }
+  free(h->cut);
   h->cut = malloc(ncuts * sizeof *h->cut);
   if (h->cut == NULL) {
     free(seen);
@@ -199,8 +201,8 @@ static int make_pieces(mpiar__hier_t *h) {
     }
   }
   h->npieces = (int)u - 1;
-  h->first_piece = cut_index(h, h->blk_off);
-  h->end_piece = cut_index(h, h->blk_off + h->blk_len);
+  h->first_piece = cut_index(h, h->blk_off - h->base);
+  h->end_piece = cut_index(h, h->blk_off - h->base + h->blk_len);
   return MPIAR_SUCCESS;
 }
 
@@ -211,14 +213,20 @@ int mpiar__hier_init(mpiar__hier_t *h, mpiar__schedule_t *s) {
   h->node = h->t->node_of[s->rank];
   h->local = h->t->local_rank[s->rank];
   h->k = h->t->node_size[h->node];
-  h->blk_off = mpiar__block_off(s->count, h->k, h->local);
-  h->blk_len = mpiar__block_len(s->count, h->k, h->local);
   h->own_output = h->k > 1 || s->in_place;
-  h->p1_done = -1;
   h->p1_sent = malloc((size_t)h->k * sizeof *h->p1_sent);
   if (h->p1_sent == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "hierarchical schedule state");
   }
+  return MPIAR_SUCCESS;
+}
+
+int mpiar__hier_chunk(mpiar__hier_t *h, size_t base, size_t n) {
+  h->base = base;
+  h->n = n;
+  h->blk_off = base + mpiar__block_off(n, h->k, h->local);
+  h->blk_len = mpiar__block_len(n, h->k, h->local);
+  h->p1_done = -1;
   for (int b = 0; b < h->k; b++) {
     h->p1_sent[b] = -1;
   }
@@ -238,7 +246,7 @@ void mpiar__hier_free(mpiar__hier_t *h) {
 
 int mpiar__hier_member(const mpiar__hier_t *h, const mpiar__hier_piece_t *pc, int node) {
   const int k = h->t->node_size[node];
-  return mpiar__topology_rank(h->t, node, block_of(h->s->count, k, pc->off));
+  return mpiar__topology_rank(h->t, node, block_of(h->n, k, pc->off - h->base));
 }
 
 /* ---- intra-node phases ---- */
@@ -247,7 +255,7 @@ int mpiar__hier_member(const mpiar__hier_t *h, const mpiar__hier_piece_t *pc, in
 static int intra_reduce_scatter(mpiar__hier_t *h) {
   mpiar__schedule_t *s = h->s;
   const int k = h->k, l = h->local, ip = s->in_place;
-  const size_t n = s->count, maxblk = mpiar__block_len(n, k, 0);
+  const size_t n = h->n, base = h->base, maxblk = mpiar__block_len(n, k, 0);
   const int next = mpiar__topology_rank(h->t, h->node, (l + 1) % k);
   const int prev = mpiar__topology_rank(h->t, h->node, (l + k - 1) % k);
   const size_t slots = ip ? mpiar__hier_scratch(h, 2 * maxblk) : 0;
@@ -263,7 +271,7 @@ static int intra_reduce_scatter(mpiar__hier_t *h) {
   }
   for (int st = 0; st < k - 1; st++) {
     const int sb = mod(l - st - 1, k), rb = mod(l - st - 2, k);
-    const size_t sbo = mpiar__block_off(n, k, sb), rbo = mpiar__block_off(n, k, rb);
+    const size_t sbo = base + mpiar__block_off(n, k, sb), rbo = base + mpiar__block_off(n, k, rb);
     const size_t rbl = mpiar__block_len(n, k, rb);
     const long sdeps[] = {red[sb]};
     MPIAR__STEP(id, mpiar__hier_send(h, next, st == 0 ? mpiar__own(s, sbo) : mpiar__out(sbo),
@@ -292,16 +300,15 @@ cleanup:
 
 /* Phase 3: the allgather ring inside the node, once @p ready have completed this rank's block. */
 static int intra_allgather(mpiar__hier_t *h, const mpiar__steps_t *ready) {
-  mpiar__schedule_t *s = h->s;
   const int k = h->k, l = h->local;
-  const size_t n = s->count;
+  const size_t n = h->n, base = h->base;
   const int next = mpiar__topology_rank(h->t, h->node, (l + 1) % k);
   const int prev = mpiar__topology_rank(h->t, h->node, (l + k - 1) % k);
   int rc = MPIAR_SUCCESS;
   long id = -1, got = -1;
   for (int st = 0; st < k - 1; st++) {
     const int sb = mod(l - st, k), rb = mod(l - st - 1, k);
-    const size_t sbo = mpiar__block_off(n, k, sb), rbo = mpiar__block_off(n, k, rb);
+    const size_t sbo = base + mpiar__block_off(n, k, sb), rbo = base + mpiar__block_off(n, k, rb);
     /*
      * Sends leave in step order: a forward waits for the previous send too, so a block that
      * arrived early does not hold the link while this rank's own block is ready.
@@ -336,15 +343,22 @@ int mpiar__hier_build(mpiar__schedule_t *s, mpiar__builder_fn flat, mpiar__hier_
     return MPIAR_SUCCESS;
   }
   MPIAR__CHECK(mpiar__hier_init(&h, s));
-  if (h.k > 1) {
-    MPIAR__CHECK(intra_reduce_scatter(&h));
-  }
-  for (int i = h.first_piece; i < h.end_piece; i++) {
-    const mpiar__hier_piece_t pc = {h.cut[i], h.cut[i + 1] - h.cut[i], i, h.node, h.t->nnodes};
-    MPIAR__CHECK(inter(&h, &pc, &ready));
-  }
-  if (h.k > 1) {
-    MPIAR__CHECK(intra_allgather(&h, &ready));
+  const size_t chunk = mpiar__hier_chunk_elems(s);
+  for (size_t base = 0; base < s->count; base += chunk) {
+    /* Each chunk is a whole two-level allreduce of its own; they share only the channels. */
+    MPIAR__CHECK(mpiar__hier_chunk(&h, base, s->count - base < chunk ? s->count - base : chunk));
+    ready.n = 0;
+    if (h.k > 1) {
+      MPIAR__CHECK(intra_reduce_scatter(&h));
+    }
+    for (int i = h.first_piece; i < h.end_piece; i++) {
+      const mpiar__hier_piece_t pc = {base + h.cut[i], h.cut[i + 1] - h.cut[i], i, h.node,
+                                      h.t->nnodes};
+      MPIAR__CHECK(inter(&h, &pc, &ready));
+    }
+    if (h.k > 1) {
+      MPIAR__CHECK(intra_allgather(&h, &ready));
+    }
   }
 
 cleanup:
@@ -429,13 +443,21 @@ double mpiar__hier_port_time(int k, int nsteps, mpiar__port_step_fn step, const 
   return end;
 }
 
+size_t mpiar__hier_chunk_elems(const mpiar__schedule_t *s) {
+  const size_t seg = s->segment_elems, p = (size_t)s->nranks;
+  return seg == 0 || seg >= (s->count + p - 1) / p ? s->count : seg * p;
+}
+
 int mpiar__hier_npieces(const mpiar__topology_t *topo, size_t count) {
   mpiar__schedule_t s;
   mpiar__schedule_init(&s, 0, topo->nranks, count, 1, 0, "cost", 0);
   s.topo = topo;
   mpiar__hier_t h;
   /* Without memory for the layout, count the largest node's blocks. */
-  const int n = mpiar__hier_init(&h, &s) == MPIAR_SUCCESS ? h.npieces : topo->max_node_size;
+  const int n =
+      mpiar__hier_init(&h, &s) == MPIAR_SUCCESS && mpiar__hier_chunk(&h, 0, count) == MPIAR_SUCCESS
+          ? h.npieces
+          : topo->max_node_size;
   mpiar__hier_free(&h);
   return n;
 }
@@ -444,4 +466,26 @@ double mpiar__hier_intra_time(const mpiar__topology_t *topo, double bytes,
                               const mpiar__cost_params_t *c) {
   const double k = topo->max_node_size, b = bytes / k;
   return (k - 1) * (c->alpha + b * (c->beta + c->gamma)) + (k - 1) * (c->alpha + b * c->beta);
+}
+
+double mpiar__hier_cost(const mpiar__topology_t *topo, size_t bytes, size_t elem_size,
+                        size_t segment_bytes, const mpiar__cost_params_t *c,
+                        mpiar__hier_inter_cost_fn inter) {
+  if (bytes == 0 || elem_size == 0) {
+    return 0.0;
+  }
+  mpiar__schedule_t s;
+  mpiar__schedule_init(&s, 0, topo->nranks, bytes / elem_size, elem_size, 0, "cost",
+                       segment_bytes / elem_size);
+  const size_t chunk = mpiar__hier_chunk_elems(&s);
+  const double nchunks = ceil((double)s.count / (double)chunk);
+  const double cb = (double)(chunk * elem_size);
+  const double intra = mpiar__hier_intra_time(topo, cb, c);
+  const double between = inter(topo, cb, mpiar__hier_npieces(topo, chunk), c);
+  /*
+   * One chunk: exact on regular topologies. Several: after the first chunk, each further one
+   * adds the slower of the ranks' ports (its intra-node phases) and the node port (its
+   * inter-node phase), which work at the same time; an estimate.
+   */
+  return intra + between + (nchunks - 1) * (intra > between ? intra : between);
 }

@@ -34,8 +34,9 @@ typedef struct mpiar__hier {
   mpiar__schedule_t *s;
   const mpiar__topology_t *t;
   int node, local, k;      /* this rank's node, its index there, the node's size */
-  size_t blk_off, blk_len; /* this rank's block of its node's partition */
-  size_t *cut;             /* pieces: [cut[i], cut[i+1]), i < npieces, all non-empty */
+  size_t base, n;          /* the chunk being built: elements [base, base + n) */
+  size_t blk_off, blk_len; /* this rank's block of its node's partition of the chunk */
+  size_t *cut;             /* pieces: base + [cut[i], cut[i+1]), i < npieces, all non-empty */
   int npieces;
   int first_piece, end_piece; /* the pieces inside this rank's block */
   int own_output;             /* 1: this rank's share of its block is in OUTPUT from phase 1 on */
@@ -70,6 +71,17 @@ int mpiar__hier_build(mpiar__schedule_t *s, mpiar__builder_fn flat, mpiar__hier_
 /* Set up @p h for schedule @p s (hierarchical topology); free it with mpiar__hier_free(). */
 int mpiar__hier_init(mpiar__hier_t *h, mpiar__schedule_t *s);
 void mpiar__hier_free(mpiar__hier_t *h);
+
+/* Lay out the chunk [base, base + n) of the vector: blocks, pieces, fresh phase-1 state. */
+int mpiar__hier_chunk(mpiar__hier_t *h, size_t base, size_t n);
+
+/*
+ * Elements per chunk: the whole vector, or with a segment size S (s->segment_elems) chunks of
+ * S p elements, whose inter-node messages are about S elements. The chunks are independent
+ * two-level allreduces, so the executor overlaps one chunk's inter-node phase with the next
+ * one's intra-node phases (the ranks' ports and the node's port work at the same time).
+ */
+size_t mpiar__hier_chunk_elems(const mpiar__schedule_t *s);
 
 /*
  * Append a send or receive to @p peer. The tag is the message's number on that ordered pair
@@ -120,5 +132,17 @@ int mpiar__hier_npieces(const mpiar__topology_t *topo, size_t count);
  */
 double mpiar__hier_intra_time(const mpiar__topology_t *topo, double bytes,
                               const mpiar__cost_params_t *c);
+
+/* The inter-node phase's time for a chunk of @p bytes shared by @p members per node port. */
+typedef double (*mpiar__hier_inter_cost_fn)(const mpiar__topology_t *topo, double bytes,
+                                            int members, const mpiar__cost_params_t *c);
+
+/*
+ * Cost of a two-level builder on a hierarchical topology: the intra-node phases plus @p inter,
+ * per chunk (mpiar__hier_chunk_elems), the chunks overlapping as the header of hier_ring.c says.
+ */
+double mpiar__hier_cost(const mpiar__topology_t *topo, size_t bytes, size_t elem_size,
+                        size_t segment_bytes, const mpiar__cost_params_t *c,
+                        mpiar__hier_inter_cost_fn inter);
 
 #endif /* MPIAR_ALGORITHMS_HIER_H */

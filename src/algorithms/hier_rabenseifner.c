@@ -39,6 +39,9 @@
  * nodes. Wins over hier_ring at medium sizes and many nodes: 2 L k instead of 2 (N-1) k
  * inter-node messages per node.
  *
+ * Segmentation (s->segment_elems = S > 0): chunks of S p elements pipelined across the levels,
+ * as for hier_ring (see there); on a flat topology the segment is ignored, as by Rabenseifner.
+ *
  * Tags: each message's number on its ordered pair (mpiar__hier_send): within one piece a pair
  * exchanges at most one message per step, and both sides append the steps in the same order.
  */
@@ -297,18 +300,18 @@ static void rab_step(int j, const void *arg, double *msg, double *red) {
   }
 }
 
+static double inter_rabenseifner_cost(const mpiar__topology_t *topo, double bytes, int members,
+                                      const mpiar__cost_params_t *c) {
+  const int pof2 = mpiar__pof2_floor(topo->nnodes);
+  const rab_steps_t steps = {mpiar__log2i(pof2), pof2 != topo->nnodes, bytes / members};
+  return mpiar__hier_port_time(members, 2 * steps.L + 2 * steps.extra, rab_step, &steps, c);
+}
+
 double mpiar__cost_hier_rabenseifner(int nranks, size_t bytes, size_t elem_size,
                                      size_t segment_bytes, const mpiar__cost_params_t *c,
                                      const mpiar__topology_t *topo) {
   if (!mpiar__topology_is_hierarchical(topo)) {
     return mpiar__cost_rabenseifner(nranks, bytes, elem_size, segment_bytes, c, topo);
   }
-  if (bytes == 0) {
-    return 0.0;
-  }
-  const int N = topo->nnodes, pof2 = mpiar__pof2_floor(N);
-  const int k = mpiar__hier_npieces(topo, bytes / elem_size);
-  const rab_steps_t steps = {mpiar__log2i(pof2), pof2 != N, (double)bytes / k};
-  return mpiar__hier_intra_time(topo, (double)bytes, c) +
-         mpiar__hier_port_time(k, 2 * steps.L + 2 * steps.extra, rab_step, &steps, c);
+  return mpiar__hier_cost(topo, bytes, elem_size, segment_bytes, c, inter_rabenseifner_cost);
 }

@@ -37,6 +37,14 @@
  * Uneven nodes: the estimate uses the largest node for the intra-node phases and the pieces as
  * the members sharing the port.
  *
+ * Segmentation (s->segment_elems = S > 0): the vector is reduced in chunks of S p elements, each
+ * a whole two-level allreduce (inter-node messages of about S elements) that shares nothing with
+ * the others but the channels, so the node port runs one chunk's rings while the ranks' ports run
+ * the next chunk's reduce-scatter and the previous one's allgather. C chunks cost about
+ * T(chunk) + (C-1) max(intra(chunk), inter(chunk)), an estimate (within 30 % of the simulator in
+ * tests/sim/test_sim_hier_cost.c); it pays where the node link is the bottleneck, and memory and
+ * bytes moved stay those of the whole vector. On a flat topology it is the segmented flat ring.
+ *
  * Tags: each message's number on its ordered pair of ranks (mpiar__hier_send); the intra-node
  * and inter-node phases never use the same pair, and the rings of several pieces between one
  * pair are appended piece by piece on both sides.
@@ -136,16 +144,16 @@ static void ring_step(int j, const void *arg, double *msg, double *red) {
   *red = j < r->nnodes - 1 ? r->sub : 0.0;
 }
 
+static double inter_ring_cost(const mpiar__topology_t *topo, double bytes, int members,
+                              const mpiar__cost_params_t *c) {
+  const ring_steps_t steps = {topo->nnodes, bytes / members / topo->nnodes};
+  return mpiar__hier_port_time(members, 2 * (topo->nnodes - 1), ring_step, &steps, c);
+}
+
 double mpiar__cost_hier_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                              const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   if (!mpiar__topology_is_hierarchical(topo)) {
     return mpiar__cost_ring(nranks, bytes, elem_size, segment_bytes, c, topo);
   }
-  if (bytes == 0) {
-    return 0.0;
-  }
-  const int N = topo->nnodes, k = mpiar__hier_npieces(topo, bytes / elem_size);
-  const ring_steps_t steps = {N, (double)bytes / k / N};
-  return mpiar__hier_intra_time(topo, (double)bytes, c) +
-         mpiar__hier_port_time(k, 2 * (N - 1), ring_step, &steps, c);
+  return mpiar__hier_cost(topo, bytes, elem_size, segment_bytes, c, inter_ring_cost);
 }

@@ -68,8 +68,8 @@ static int make_topology(mpiar__topology_t *t, int nnodes, const int *sizes, int
   return rc;
 }
 
-static void run(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
-                size_t count, pair_t pr, int in_place, int nan) {
+static void run_seg(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
+                    size_t count, pair_t pr, int in_place, int nan, size_t seg) {
   mpiar__topology_t t;
   if (make_topology(&t, nnodes, sizes, placement) != MPIAR_SUCCESS) {
     failures++;
@@ -85,6 +85,7 @@ static void run(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int
   cfg.op = pr.op;
   cfg.in_place = in_place;
   cfg.nan_inputs = nan;
+  cfg.segment_elems = seg;
   cfg.seed = (uint64_t)t.nranks * 1000003u + count;
   mpiar__sim_result_t res;
   int rc = mpiar__sim_run(&cfg, &res);
@@ -95,11 +96,17 @@ static void run(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int
     for (int i = 1; i < nnodes && i < 8; i++) {
       fprintf(stderr, ",%d", sizes[i]);
     }
-    fprintf(stderr, "%s %s count=%zu %s %s in_place=%d nan=%d: %s\n", nnodes > 8 ? ",..." : "",
-            placement_name(placement), count, mpiar_dtype_name(pr.dtype), mpiar_op_name(pr.op),
-            in_place, nan, rc != MPIAR_SUCCESS ? mpiar_last_error() : res.error);
+    fprintf(stderr, "%s %s count=%zu %s %s in_place=%d nan=%d seg=%zu: %s\n",
+            nnodes > 8 ? ",..." : "", placement_name(placement), count, mpiar_dtype_name(pr.dtype),
+            mpiar_op_name(pr.op), in_place, nan, seg,
+            rc != MPIAR_SUCCESS ? mpiar_last_error() : res.error);
   }
   mpiar__topology_destroy(&t);
+}
+
+static void run(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
+                size_t count, pair_t pr, int in_place, int nan) {
+  run_seg(alg, nnodes, sizes, placement, count, pr, in_place, nan, 0);
 }
 
 static size_t prime_above(size_t x) {
@@ -197,6 +204,30 @@ static void corner(const mpiar__algorithm_t *alg) {
   }
 }
 
+/*
+ * Segmented (pipelined) builders: chunks of segment x p elements, each a two-level allreduce of
+ * its own, with segments that leave a short last chunk and pieces shorter than the nodes.
+ */
+static void segmented(const mpiar__algorithm_t *alg) {
+  static const int shapes[][5] = {{2, 2},    {3, 3, 3},       {2, 2, 2, 2},
+                                  {3, 1, 2}, {4, 4, 4, 4, 4}, {1, 5, 2, 8}};
+  static const int nshape[] = {2, 3, 4, 3, 5, 4};
+  int rot = 0;
+  for (int i = 0; i < 6; i++) {
+    int p = 0;
+    for (int j = 0; j < nshape[i]; j++) {
+      p += shapes[i][j];
+    }
+    const size_t segs[] = {1, 3, 7}, counts[] = {5 * (size_t)p + 3, 97, 64 * (size_t)p};
+    for (int g = 0; g < 3; g++) {
+      for (int c = 0; c < 3; c++, rot++) {
+        run_seg(alg, nshape[i], shapes[i], rot % 3, counts[c], pairs[rot % NPAIRS], rot % 2,
+                rot % 5 == 0, segs[g]);
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "--quick") != 0)) {
     fprintf(stderr, "usage: %s ALGORITHM [--quick]\n", argv[0]);
@@ -210,6 +241,9 @@ int main(int argc, char **argv) {
   }
   corner(alg);
   uneven(alg, quick);
+  if (alg->flags & MPIAR__ALG_SEGMENTED) {
+    segmented(alg);
+  }
   grid(alg, quick);
   printf("%s: %d runs, %d failures\n", alg->name, runs, failures);
   return failures ? 1 : 0;
