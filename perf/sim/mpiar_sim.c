@@ -483,13 +483,16 @@ static int col_width(const mpiar__algorithm_t *a) {
 
 /*
  * Sweep: every algorithm's modelled time per (ranks, bytes) and the winner. Without a topology
- * the flat algorithms (a hierarchical one is its flat equivalent there) and the segmented ring;
- * with one, every registry algorithm on it, then each one's traffic on the node links.
+ * the flat algorithms (a hierarchical one is its flat equivalent there), then the ring with each
+ * segment size in columns of their own; with one, every registry algorithm on it, a segmented one
+ * with its best segment size (none or one of sweep_segments), then each algorithm's traffic on
+ * the node links.
  */
 typedef struct sweep {
   const mpiar__algorithm_t *algs[32]; /* the registry candidates; then the segmented rings */
-  int nalg, ncand;
+  int nalg, ncand, topo_mode;
   double times[32];      /* per candidate at the current point; NAN: not run */
+  size_t segs[32];       /* topology mode: the segment size of each candidate's best time */
   size_t node_bytes[32]; /* per registry candidate: the most bytes a node sends to others */
   char winner[64];
 } sweep_t;
@@ -504,12 +507,19 @@ static void sweep_header(const opts_t *o, const sweep_t *sw) {
     describe_topology(o, topo, sizeof topo);
     printf("# topology %s; between nodes alpha %g s, beta %g s/B per node port\n", topo,
            o->cost.alpha_inter, o->cost.beta_inter);
+    printf("# segmented algorithms:");
+    for (int a = 0; a < sw->nalg; a++) {
+      if (sw->algs[a]->flags & MPIAR__ALG_SEGMENTED) {
+        printf(" %s", sw->algs[a]->name);
+      }
+    }
+    printf(" (their best of no segments and 64K, 256K, 1M)\n");
   }
   printf("%6s %6s", "ranks", "bytes");
   for (int a = 0; a < sw->nalg; a++) {
     printf(" %*s", col_width(sw->algs[a]), sw->algs[a]->name);
   }
-  for (size_t s = 0; s < NSEG; s++) {
+  for (size_t s = 0; s < NSEG && !sw->topo_mode; s++) {
     char nm[32], col[48];
     size_name(sweep_segments[s], nm, sizeof nm);
     snprintf(col, sizeof col, "ring/seg=%s", nm);
@@ -518,52 +528,69 @@ static void sweep_header(const opts_t *o, const sweep_t *sw) {
   printf("  winner\n");
 }
 
+/*
+ * Simulate one algorithm at (p, bytes) with segment @p seg into @p res. @return 1 when it ran,
+ * 0 when skipped (one segment would hold the whole block or chunk, or too many steps), -1 when
+ * the simulation failed (reported).
+ */
+static int sweep_sim(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
+                     size_t seg, mpiar__sim_result_t *res) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  /* Blocks of the ring, or chunks of a hierarchical build: bytes / p per segment either way. */
+  const double m = seg ? ceil((double)bytes / p / (double)seg) : 1;
+  if ((seg && m < 2) || (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m > SWEEP_MAX_STEPS) {
+    return 0;
+  }
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = alg;
+  cfg.nranks = p;
+  cfg.count = bytes / es;
+  cfg.dtype = o->dtype;
+  cfg.op = o->op;
+  cfg.segment_elems = seg / es;
+  cfg.cost = o->cost;
+  cfg.topology = o->have_topo ? &o->topo : NULL;
+  cfg.data = 0;
+  cfg.check_hazards = 0;
+  if (mpiar__sim_run(&cfg, res) != MPIAR_SUCCESS || !res->ok) {
+    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
+            res->ok ? mpiar_last_error() : res->error);
+    return -1;
+  }
+  return 1;
+}
+
 /* Simulate every candidate at (p, bytes); @return the number of failed simulations. */
 static int sweep_point(const opts_t *o, sweep_t *sw, int p, size_t bytes) {
-  const size_t es = mpiar_dtype_size(o->dtype);
   double best = INFINITY;
   int failures = 0;
   snprintf(sw->winner, sizeof sw->winner, "-");
   for (int c = 0; c < sw->ncand; c++) {
     const mpiar__algorithm_t *alg = c < sw->nalg ? sw->algs[c] : mpiar__algorithm_find("ring");
-    const size_t seg = c < sw->nalg ? 0 : sweep_segments[c - sw->nalg];
+    const int nseg = sw->topo_mode && (alg->flags & MPIAR__ALG_SEGMENTED) ? 1 + (int)NSEG : 1;
     sw->times[c] = NAN;
-    const double blk = (double)bytes / p;
-    const double m = seg ? ceil(blk / (double)seg) : 1;
-    if (seg && m < 2) {
-      continue; /* the block fits in one segment: same as the unsegmented ring */
-    }
-    const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
-    if (steps > SWEEP_MAX_STEPS) {
-      continue;
-    }
-    mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-    cfg.algorithm = alg;
-    cfg.nranks = p;
-    cfg.count = bytes / es;
-    cfg.dtype = o->dtype;
-    cfg.op = o->op;
-    cfg.segment_elems = seg / es;
-    cfg.cost = o->cost;
-    cfg.topology = o->have_topo ? &o->topo : NULL;
-    cfg.data = 0;
-    cfg.check_hazards = 0;
-    mpiar__sim_result_t res;
-    if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
-      fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
-              res.ok ? mpiar_last_error() : res.error);
-      failures++;
-      continue;
-    }
-    sw->times[c] = res.time_s;
-    if (c < sw->nalg) {
-      sw->node_bytes[c] = res.node_bytes_sent_max;
-    }
-    if (res.time_s < best) {
-      best = res.time_s;
-      char nm[32];
-      size_name(seg, nm, sizeof nm);
-      snprintf(sw->winner, sizeof sw->winner, seg ? "ring/seg=%s" : "%s", seg ? nm : alg->name);
+    for (int g = 0; g < nseg; g++) {
+      const size_t seg = c >= sw->nalg ? sweep_segments[c - sw->nalg]
+                         : g == 0      ? 0
+                                       : sweep_segments[g - 1];
+      mpiar__sim_result_t res;
+      const int ran = sweep_sim(o, alg, p, bytes, seg, &res);
+      failures += ran < 0;
+      if (ran <= 0 || res.time_s >= sw->times[c]) {
+        continue; /* NAN compares false: the first run always lands */
+      }
+      sw->times[c] = res.time_s;
+      sw->segs[c] = seg;
+      if (c < sw->nalg) {
+        sw->node_bytes[c] = res.node_bytes_sent_max;
+      }
+      if (res.time_s < best) {
+        best = res.time_s;
+        char nm[32];
+        size_name(seg, nm, sizeof nm);
+        snprintf(sw->winner, sizeof sw->winner, "%s%s%s", alg->name, seg ? "/seg=" : "",
+                 seg ? nm : "");
+      }
     }
   }
   return failures;
@@ -588,7 +615,11 @@ static void sweep_row_json(const opts_t *o, const sweep_t *sw, int p, size_t byt
   }
   printf("}");
   if (o->have_topo) {
-    printf(", \"node_bytes_sent_max\": {");
+    printf(", \"segment_bytes\": {");
+    for (int c = 0; c < sw->nalg; c++) {
+      printf("%s\"%s\": %zu", c ? ", " : "", sw->algs[c]->name, sw->segs[c]);
+    }
+    printf("}, \"node_bytes_sent_max\": {");
     for (int c = 0; c < sw->nalg; c++) {
       printf("%s\"%s\": %zu", c ? ", " : "", sw->algs[c]->name,
              isnan(sw->times[c]) ? 0 : sw->node_bytes[c]);
@@ -636,7 +667,8 @@ static int run_sweep(const opts_t *o) {
       sw.algs[sw.nalg++] = &mpiar__algorithms[a];
     }
   }
-  sw.ncand = sw.nalg + (int)NSEG;
+  sw.topo_mode = o->have_topo;
+  sw.ncand = sw.nalg + (sw.topo_mode ? 0 : (int)NSEG);
   if (o->json) {
     printf("[");
   } else {
