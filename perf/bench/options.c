@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "core/common.h"
+#include "base/common.h"
 
 void bench_usage(FILE *f) {
   fprintf(f,
@@ -66,7 +66,7 @@ void bench_usage(FILE *f) {
 }
 
 int bench_mpi_has_dtype(mpiar_dtype_t dtype) {
-  return dtype != MPIAR_FLOAT16 && dtype != MPIAR_BFLOAT16 && (unsigned)dtype < MPIAR_DTYPE_COUNT;
+  return dtype != MPIAR_FLOAT16 && dtype != MPIAR_BFLOAT16 && (unsigned)dtype < MPIAR__DTYPE_COUNT;
 }
 
 const char *bench_format_size(size_t bytes, char *buf, size_t len) {

@@ -13,7 +13,7 @@
 #include <omp.h>
 #endif
 
-#include "core/common.h"
+#include "base/common.h"
 #include "reduce_kernels/kernels.h"
 
 #define MAX_LIST 16

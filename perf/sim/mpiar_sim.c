@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
-#include "core/common.h"
+#include "base/common.h"
 #include "sim/sim.h"
 
 static void usage(FILE *out) {

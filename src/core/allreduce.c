@@ -109,7 +109,7 @@ int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_d
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  if ((unsigned)op >= MPIAR_OP_COUNT) {
+  if ((unsigned)op >= MPIAR__OP_COUNT) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid operation %d", (int)op);
   }
   if (!mpiar_op_supported(dtype, op)) {

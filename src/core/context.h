@@ -12,8 +12,10 @@
 
 #include <mpi.h>
 
+#include "mpiar.h"
+
 #include "algorithms/algorithms.h"
-#include "core/common.h"
+#include "base/common.h"
 #include "schedule/schedule.h"
 
 typedef enum mpiar__wait_policy {

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "interpose/interpose.h"
 
 #define MPIAR_PMPI_EXPORT __attribute__((visibility("default")))

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "interpose/interpose.h"
 
 /* Type classes of the MPI standard's reduction table. */

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "kvstore/crc32c.h"
 #include "kvstore/kv_internal.h"
 
@@ -318,7 +318,7 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *nout) {
     MPIAR__CHECK(reader_get(&r, rec, sizeof rec, "key record"));
     unsigned kind = rec[0], dtype = rec[1], has_mom = rec[2];
     uint32_t name_len = get_u32(rec + 4);
-    if (kind > 1 || rec[3] != 0 || has_mom > 1 || dtype >= MPIAR_DTYPE_COUNT ||
+    if (kind > 1 || rec[3] != 0 || has_mom > 1 || dtype >= MPIAR__DTYPE_COUNT ||
         name_len > MPIAR_KV_KEY_MAX || (kind == 0 && name_len != 0)) {
       MPIAR__FAIL(MPIAR_ERR_CORRUPT, "checkpoint '%s': key record %zu is malformed", path, n);
     }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "kvstore/kv_internal.h"
 
 /* Room for a call and a key in messages, e.g. `pushpull of key "layer1.weight"`. */
@@ -634,7 +634,7 @@ static int batch_prepare(mpiar_kv_t *kv, mpiar__kv_call_t call, size_t n,
 static int batch_run(mpiar_kv_t *kv, size_t n, const void *const *ins, void *const *outs,
                      mpiar_op_t op) {
   int rc = MPIAR_SUCCESS;
-  for (int dt = 0; dt < MPIAR_DTYPE_COUNT; dt++) {
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
     size_t np = 0, filled = 0;
     for (size_t i = 0; i < n; i++) {
       const mpiar__kv_entry_t *e = kv->batch[i];

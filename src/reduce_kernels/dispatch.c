@@ -19,7 +19,7 @@
 #include <omp.h>
 #endif
 
-#include "core/common.h"
+#include "base/common.h"
 #include "reduce_kernels/isa.h"
 
 static const char *const isa_names[MPIAR__ISA_COUNT] = {

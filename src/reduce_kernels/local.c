@@ -1,14 +1,14 @@
 /* The kernel layer as a public call: mpiar_reduce_local() and mpiar_kernel_level(). */
-#include "core/common.h"
+#include "base/common.h"
 #include "reduce_kernels/kernels.h"
 
 int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mpiar_dtype_t dtype,
                        mpiar_op_t op) {
   mpiar__error_clear();
-  if ((unsigned)dtype >= MPIAR_DTYPE_COUNT) {
+  if ((unsigned)dtype >= MPIAR__DTYPE_COUNT) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid datatype %d", (int)dtype);
   }
-  if ((unsigned)op >= MPIAR_OP_COUNT) {
+  if ((unsigned)op >= MPIAR__OP_COUNT) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid operation %d", (int)op);
   }
   if (!mpiar_op_supported(dtype, op)) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "schedule/schedule.h"
 
 void mpiar__schedule_init(mpiar__schedule_t *s, int rank, int nranks, size_t count,

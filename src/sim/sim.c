@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "reduce_kernels/kernels.h"
 #include "sim/sim.h"
 

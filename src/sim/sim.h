@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "algorithms/algorithms.h"
-#include "mpiar.h"
+#include "mpiar_types.h"
 
 typedef enum mpiar__sim_collective {
   MPIAR__SIM_ALLREDUCE = 0,

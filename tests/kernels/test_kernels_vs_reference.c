@@ -124,8 +124,8 @@ static void check_table(const char *lvl, const mpiar__kernel_table_t *t, size_t 
   B.alias = xalloc(B.cap);
   static const size_t longs[] = {4099, 65536 + 17, (1u << 20) + 3};
   int checked = 0;
-  for (int dt = 0; dt < MPIAR_DTYPE_COUNT; dt++) {
-    for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
+    for (int op = 0; op < MPIAR__OP_COUNT; op++) {
       mpiar__kernel_fn fn = t->fn[dt][op];
       CHECK((fn != NULL) == mpiar_op_supported((mpiar_dtype_t)dt, (mpiar_op_t)op));
       if (fn == NULL || fn == ref.fn[dt][op]) {

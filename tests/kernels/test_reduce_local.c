@@ -15,8 +15,8 @@ static void check_errors(void) {
   CHECK_EQ_HEX(mpiar_reduce_local(NULL, NULL, NULL, 0, MPIAR_FLOAT32, MPIAR_SUM), MPIAR_SUCCESS);
   CHECK(strcmp(mpiar_last_error(), "") == 0);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, (mpiar_dtype_t)-1, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
-  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
-  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_OP_COUNT),
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR__DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR__OP_COUNT),
                MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_BXOR), MPIAR_ERR_BAD_DTYPE_OP);
   CHECK(strstr(mpiar_last_error(), "bxor") != NULL);
@@ -37,8 +37,8 @@ static void check_errors(void) {
 /* Every supported pair on a short span: the process table equals the reference. */
 static void check_pairs(void) {
   unsigned char a[8 * 67], b[8 * 67], d[8 * 67], w[8 * 67];
-  for (int dt = 0; dt < MPIAR_DTYPE_COUNT; dt++) {
-    for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
+    for (int op = 0; op < MPIAR__OP_COUNT; op++) {
       if (!mpiar_op_supported((mpiar_dtype_t)dt, (mpiar_op_t)op)) {
         continue;
       }

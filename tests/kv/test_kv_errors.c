@@ -176,7 +176,7 @@ static void case_dtype_mismatch(void) {
   } else {
     KV_OK(rc);
   }
-  KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("x"), MPIAR_DTYPE_COUNT, 4, v),
+  KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("x"), MPIAR__DTYPE_COUNT, 4, v),
                MPIAR_ERR_INVALID_ARG);
   KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("y"), (mpiar_dtype_t)-1, 4, v),
                MPIAR_ERR_INVALID_ARG);

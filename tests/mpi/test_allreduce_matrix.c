@@ -376,8 +376,8 @@ int main(int argc, char **argv) {
   for (int a = 0; a <= nalg; a++) {
     /* The registry's algorithms, then "auto". */
     const char *alg = a < nalg ? mpiar_algorithm_name(a) : "auto";
-    for (int t = 0; t < MPIAR_DTYPE_COUNT; t++) {
-      for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+    for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
+      for (int op = 0; op < MPIAR__OP_COUNT; op++) {
         if (!mpiar_op_supported((mpiar_dtype_t)t, (mpiar_op_t)op)) {
           continue;
         }

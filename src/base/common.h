@@ -7,7 +7,11 @@
 
 #include <stddef.h>
 
-#include "mpiar.h"
+#include "mpiar_types.h"
+
+/* Numbers of element types and operations (the public enums end at MPIAR_FLOAT64 / MPIAR_AVG). */
+#define MPIAR__DTYPE_COUNT ((int)MPIAR_FLOAT64 + 1)
+#define MPIAR__OP_COUNT ((int)MPIAR_AVG + 1)
 
 #if defined(__GNUC__)
 #define MPIAR__PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "core/common.h"
+#include "base/common.h"
 
 int mpiar__parse_size(const char *text, size_t *out) {
   if (text == NULL || *text < '0' || *text > '9') {
