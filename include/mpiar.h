@@ -6,6 +6,32 @@
  * Every function that can fail returns an error code: `MPIAR_SUCCESS` (0) or a negative
  * `MPIAR_ERR_*` value. No function aborts the process. `mpiar_strerror()` names a code and
  * `mpiar_last_error()` gives the detail of the last failure on the calling thread.
+ *
+ * Collectives and ordering: every collective call (blocking, nonblocking or persistent start) is
+ * collective over its communicator, and, as in MPI, every rank starts the collectives of one
+ * communicator in the same order with the same arguments (count, dtype, op, root, algorithm and
+ * segment options). With MPIAR_CHECK=1 (or mpiar_options_t.check = 1) the ranks agree on the
+ * arguments before any data moves, and a difference is an MPIAR_ERR_MISMATCH on every rank that
+ * names the ranks and values that differ. Without it, a difference that changes the size of any
+ * message is still an error on the ranks that receive such a message (sizes are checked before
+ * receiving, so nothing is truncated or overwritten), and those ranks tell the others, which
+ * then fail with MPIAR_ERR_COMM_BROKEN; a difference that changes no message size (a datatype
+ * of the same size, another operation) is found only by the check.
+ *
+ * Threads: calls on different communicators may run concurrently from different threads (MPI
+ * must provide MPI_THREAD_MULTIPLE). The calls on one communicator (starting operations,
+ * testing, waiting and freeing its requests) come from one thread at a time: a second thread
+ * entering a call on a communicator while another thread is inside one on the same
+ * communicator gets MPIAR_ERR_CONCURRENT. Requests of one communicator may be completed from
+ * another thread than the one that started them, one thread at a time.
+ *
+ * Failures: a failure during communication (a deadline, a message of the wrong size, an MPI
+ * error) breaks the communicator's context: every outstanding request on it fails, the other
+ * ranks are told (their calls on the communicator then fail with MPIAR_ERR_COMM_BROKEN instead of
+ * waiting), and later calls on it return MPIAR_ERR_COMM_BROKEN. Free the communicator and use a
+ * new one. After a failed call, MPI may still read that call's send buffer until the
+ * communicator is freed (or MPI_Finalize); receive buffers are no longer written once the call
+ * has returned.
  */
 #ifndef MPIAR_H
 #define MPIAR_H
@@ -25,31 +51,60 @@ extern "C" {
 #define MPIAR_IN_PLACE ((const void *)MPI_IN_PLACE)
 
 /**
- * Per-call options. Always initialise with MPIAR_OPTIONS_INIT so that fields added later get
- * their defaults.
+ * Per-call options. Always initialise with MPIAR_OPTIONS_INIT (C and C++) or
+ * mpiar_options_init(): the first field holds the size of the structure the caller was compiled
+ * with, so a program built against an older header, with fewer fields, still works with a newer
+ * library (the missing fields take their defaults), and a structure that was never initialised is
+ * refused with MPIAR_ERR_INVALID_ARG.
  */
 typedef struct mpiar_options {
+  /** sizeof(mpiar_options_t), set by MPIAR_OPTIONS_INIT. */
+  size_t struct_size;
   /** Algorithm: NULL or "auto" to select by size and rank count, else a registry name. */
   const char *algorithm;
-  /** Segment size in bytes for pipelined algorithms; 0 = the selector's choice. */
+  /**
+   * Segment size in bytes for pipelined algorithms; 0 = MPIAR_SEGMENT_BYTES or the selector's
+   * choice. At least 4 KiB; a segment is also raised so that a ring block holds at most 1024.
+   */
   size_t segment_bytes;
   /** Deadline in milliseconds; 0 = MPIAR_TIMEOUT_MS or none; negative = none. */
   int timeout_ms;
+  /** Agree on the arguments before the collective: 1 on, 0 off, -1 = MPIAR_CHECK (default). */
+  int check;
+  /** Reproducible results (see README): 1 on, 0 off, -1 = MPIAR_REPRODUCIBLE (default). */
+  int reproducible;
 } mpiar_options_t;
 
-/** Default options: automatic algorithm, automatic segment size, deadline from the environment. */
+/** Default options: automatic algorithm and segment, deadline and checks from the environment. */
 #define MPIAR_OPTIONS_INIT \
-  { NULL, 0, 0 }
+  { sizeof(mpiar_options_t), NULL, 0, 0, -1, -1 }
+
+/** The default options, as a function (for languages and macros that cannot use the braces). */
+static inline mpiar_options_t mpiar_options_init(void) {
+  mpiar_options_t o = MPIAR_OPTIONS_INIT;
+  return o;
+}
+
+/**
+ * Create the communicator's context now (collective over @p comm). Optional: the first collective
+ * on a communicator does it otherwise. The context holds a private duplicate of @p comm (made with
+ * MPI_Comm_idup, so the deadline of @p opts or MPIAR_TIMEOUT_MS bounds the wait for the other
+ * ranks), finds the ranks of each node, and is released when @p comm is freed or at
+ * MPI_Finalize. Calling it again on a communicator that has a context does nothing.
+ *
+ * @return MPIAR_SUCCESS; MPIAR_ERR_TIMEOUT (a rank did not arrive in time: the communicator is
+ *         then unusable with mpiar, and later calls return MPIAR_ERR_COMM_BROKEN);
+ *         MPIAR_ERR_COMM; MPIAR_ERR_MPI_STATE; MPIAR_ERR_ENV; MPIAR_ERR_NOMEM; MPIAR_ERR_MPI.
+ */
+int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts);
 
 /**
  * Allreduce: every rank of @p comm receives in @p recvbuf the reduction of all ranks' @p sendbuf.
  *
- * Runs on a private duplicate of @p comm, so it never matches the caller's messages. Collective:
- * every rank must call it with the same count, dtype, op and algorithm. Every rank ends with
- * bitwise identical results. On failure nothing is written to @p recvbuf when the failure is
- * found before communication starts (argument checks); a failure during communication (a
- * deadline, an MPI error) marks the communicator's context broken, so that later calls on it
- * return MPIAR_ERR_COMM_BROKEN instead of mismatching messages.
+ * Runs on a private duplicate of @p comm, so it never matches the caller's messages. Collective
+ * (see the ordering rules above). Every rank ends with bitwise identical results. On failure
+ * nothing is written to @p recvbuf when the failure is found before communication starts
+ * (argument checks).
  *
  * @param sendbuf input of this rank, or MPIAR_IN_PLACE to take the input from @p recvbuf
  * @param recvbuf result (count elements); must not partially overlap @p sendbuf
@@ -73,6 +128,93 @@ int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm
  */
 int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                    const mpiar_options_t *opts);
+
+/** A request: an operation in progress or a persistent operation (opaque handle). */
+typedef struct mpiar_request *mpiar_request_t;
+
+/** The null request: waiting on it or testing it returns at once. */
+#define MPIAR_REQUEST_NULL ((mpiar_request_t)0)
+
+/**
+ * Nonblocking allreduce: starts the operation and returns a request in @p req. The buffers must
+ * not be touched until the request completes (mpiar_test / mpiar_wait and friends). Several
+ * operations may be outstanding on one communicator; each has its own message space, and they
+ * may complete in any order. Progress happens inside the test and wait calls of any request of
+ * the communicator (each advances every outstanding operation of it), and in a progress thread
+ * with MPIAR_PROGRESS=thread. Argument errors are returned here and no request is made.
+ *
+ * @return MPIAR_SUCCESS or an error code; *req is MPIAR_REQUEST_NULL on error.
+ */
+int mpiar_iallreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                     mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                     mpiar_request_t *req);
+
+/** Nonblocking broadcast (see mpiar_iallreduce() and mpiar_bcast_ex()). */
+int mpiar_ibcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                 const mpiar_options_t *opts, mpiar_request_t *req);
+
+/**
+ * Persistent allreduce: checks the arguments, selects the algorithm and builds (or finds) its plan
+ * once, and returns an inactive request. mpiar_start() runs it again and again with the same
+ * buffers (their contents may change between runs), without allocating or looking anything up;
+ * test/wait complete each run, and mpiar_request_free() releases it. Creating the request is
+ * collective only in that it may create the communicator's context.
+ */
+int mpiar_allreduce_init(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                         mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                         mpiar_request_t *req);
+
+/** Persistent broadcast (see mpiar_allreduce_init()). */
+int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                     const mpiar_options_t *opts, mpiar_request_t *req);
+
+/**
+ * Start an inactive persistent request (collective: every rank starts it, in the same order as
+ * the other collectives of the communicator).
+ * @return MPIAR_SUCCESS; MPIAR_ERR_INVALID_ARG (null, not persistent, or already active);
+ *         MPIAR_ERR_COMM_BROKEN; MPIAR_ERR_CONCURRENT.
+ */
+int mpiar_start(mpiar_request_t *req);
+
+/** mpiar_start() on each of @p n requests, in array order. */
+int mpiar_startall(int n, mpiar_request_t reqs[]);
+
+/**
+ * Test a request: *done = 1 if it completed (a nonpersistent request is then released and set to
+ * MPIAR_REQUEST_NULL; a persistent one becomes inactive), else 0. Advances every outstanding
+ * operation of the request's communicator. MPIAR_REQUEST_NULL and inactive persistent requests
+ * are complete.
+ * @return the operation's result once complete (MPIAR_SUCCESS or its error), else MPIAR_SUCCESS.
+ */
+int mpiar_test(mpiar_request_t *req, int *done);
+
+/** Wait until a request completes (see mpiar_test()). @return the operation's result. */
+int mpiar_wait(mpiar_request_t *req);
+
+/**
+ * Wait for every request of @p reqs (the requests may belong to different communicators).
+ * @return MPIAR_SUCCESS if all succeeded, else the first error in array order (each request is
+ *         completed and released all the same).
+ */
+int mpiar_waitall(int n, mpiar_request_t reqs[]);
+
+/**
+ * Test whether any request of @p reqs has completed: *done = 1 and *index = its position if so
+ * (it is then released as by mpiar_test()); *done = 1 and *index = -1 if every entry is
+ * MPIAR_REQUEST_NULL or inactive; else *done = 0.
+ * @return the completed operation's result, else MPIAR_SUCCESS.
+ */
+int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done);
+
+/** Wait until any request of @p reqs completes (see mpiar_testany()). */
+int mpiar_waitany(int n, mpiar_request_t reqs[], int *index);
+
+/**
+ * Release a request and set it to MPIAR_REQUEST_NULL. An active request is first completed
+ * (waited for), since its operation is collective and the other ranks depend on it.
+ * @return MPIAR_SUCCESS or the result of the operation it had to complete.
+ */
+int mpiar_request_free(mpiar_request_t *req);
 
 /**
  * The algorithm and segment size that "auto" would pick for @p bytes on @p nranks ranks in this

@@ -80,8 +80,10 @@ int main(int argc, char **argv) {
     }
   }
   mpiar__context_t *spin = NULL;
-  mpiar__context_get(comms[1], &spin);
-  spin->wait = MPIAR__WAIT_SPIN;
+  if (mpiar__context_enter(comms[1], 0, &spin) == MPIAR_SUCCESS) {
+    spin->yield = 0;
+    mpiar__context_leave(spin);
+  }
   double *t = calloc((size_t)(NMETHODS * blocks), sizeof *t);
   for (long b = -1; b < blocks; b++) { /* block -1 warms up */
     for (int m = 0; m < NMETHODS; m++) {

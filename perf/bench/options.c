@@ -10,6 +10,7 @@
 
 #include "bench.h"
 #include "base/common.h"
+#include "base/settings.h"
 
 void bench_usage(FILE *f) {
   fprintf(f,

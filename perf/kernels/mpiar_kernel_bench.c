@@ -14,6 +14,7 @@
 #endif
 
 #include "base/common.h"
+#include "base/settings.h"
 #include "reduce_kernels/kernels.h"
 
 #define MAX_LIST 16

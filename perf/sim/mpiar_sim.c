@@ -11,6 +11,7 @@
 
 #include "algorithms/algorithms.h"
 #include "base/common.h"
+#include "base/settings.h"
 #include "sim/sim.h"
 
 static void usage(FILE *out) {

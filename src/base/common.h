@@ -49,17 +49,4 @@ void mpiar__error_clear(void);
     goto cleanup;                           \
   } while (0)
 
-/*
- * Read an environment variable as a non-negative integer with an optional K/M/G suffix
- * (powers of 1024). Unset or empty: *out = dflt and MPIAR_SUCCESS. Malformed: MPIAR_ERR_ENV with a
- * detail naming the variable.
- */
-int mpiar__env_size(const char *name, size_t dflt, size_t *out);
-
-/* Read an environment variable as an int in [lo, hi]; same rules as mpiar__env_size(). */
-int mpiar__env_int(const char *name, long dflt, long lo, long hi, long *out);
-
-/* Parse "123", "64K", "1M", "2G" (powers of 1024) into *out. @return 0 or -1 if malformed. */
-int mpiar__parse_size(const char *text, size_t *out);
-
 #endif /* MPIAR_COMMON_H */

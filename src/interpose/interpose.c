@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "base/common.h"
+#include "base/settings.h"
 #include "interpose/interpose.h"
 
 #define MPIAR_PMPI_EXPORT __attribute__((visibility("default")))
@@ -32,14 +33,15 @@ static atomic_int mpi_finalized;
 static _Thread_local int in_mpiar;
 
 static void read_config(void) {
-  long value = 1;
-  if (mpiar__env_int("MPIAR_PMPI", 1, 0, 1, &value) != MPIAR_SUCCESS) {
+  const mpiar__settings_t *set = NULL;
+  if (mpiar__settings(&set) != MPIAR_SUCCESS) {
     /* The program cannot see an error here, and guessing is worse than MPI's own allreduce. */
     fprintf(stderr, "mpiar_pmpi: %s; MPI_Allreduce passes through to MPI\n", mpiar_last_error());
-    value = 0;
+    enabled = 0;
+  } else {
+    enabled = set->pmpi;
   }
-  enabled = (int)value;
-  mpiar__pmpi_stats_configure(getenv("MPIAR_PMPI_STATS"));
+  mpiar__pmpi_stats_configure(set->pmpi_stats[0] != '\0' ? set->pmpi_stats : NULL);
 }
 
 /* @return 1 once MPI is initialized and not yet finalized (cached after the first success). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/settings.h"
 #include "kvstore/kv_internal.h"
 
 /* Room for a call and a key in messages, e.g. `pushpull of key "layer1.weight"`. */
@@ -181,7 +182,9 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
     local = mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "mpiar_kv_create: unknown algorithm '%s'",
                          o.algorithm);
   } else if (o.fusion_bytes == MPIAR_KV_FUSION_AUTO) {
-    local = mpiar__env_size("MPIAR_FUSION_BYTES", MPIAR_KV_FUSION_DEFAULT, &kv->fusion_bytes);
+    const mpiar__settings_t *set = NULL;
+    local = mpiar__settings(&set);
+    kv->fusion_bytes = set->fusion_set ? set->fusion_bytes : MPIAR_KV_FUSION_DEFAULT;
   } else {
     kv->fusion_bytes = o.fusion_bytes;
   }

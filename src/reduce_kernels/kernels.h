@@ -94,6 +94,9 @@ void mpiar__divide(void *dst, const void *a, size_t n, mpiar_dtype_t dtype, doub
  * the OpenMP default. Always 1 without OpenMP.
  */
 int mpiar__kernel_threads(void);
+
+/* CPUs this process may run on (its affinity mask). */
+int mpiar__usable_cpus(void);
 void mpiar__kernel_set_default_threads(int nthreads);
 
 /* Spans shorter than this many bytes (per operand) run on one thread. */

@@ -14,6 +14,7 @@
 #include "reduce_kernels/kernels.h"
 
 static int rank, nranks;
+static size_t case_segment; /* segment_bytes of the cases run (0: the selector's) */
 
 static int is_float(mpiar_dtype_t t) {
   return t == MPIAR_FLOAT16 || t == MPIAR_BFLOAT16 || t == MPIAR_FLOAT32 || t == MPIAR_FLOAT64;
@@ -272,6 +273,7 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
   }
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = alg;
+  opts.segment_bytes = case_segment;
   int rc = mpiar_allreduce_ex(in_place ? MPIAR_IN_PLACE : send, recv, count, t, op, MPI_COMM_WORLD,
                               &opts);
   MT_CHECK(rc == MPIAR_SUCCESS, "%s %s %s count %zu in_place %d: %s: %s", alg, mpiar_dtype_name(t),
@@ -334,7 +336,7 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
  * agree. NaN payloads make the order visible (an operation returns its first NaN operand).
  */
 static void check_rank0_first(void) {
-  enum { N = 1001 };
+  enum { N = 8001 };
   static float x[2][N], got[N], want[N];
   for (int r = 0; r < 2; r++) {
     for (size_t i = 0; i < N; i++) {
@@ -347,7 +349,7 @@ static void check_rank0_first(void) {
   for (int a = 0; a <= nalg + 1; a++) {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
     opts.algorithm = a < nalg ? mpiar_algorithm_name(a) : a == nalg ? "auto" : "ring";
-    opts.segment_bytes = a == nalg + 1 ? 64 : 0; /* the segmented ring */
+    opts.segment_bytes = a == nalg + 1 ? 4096 : 0; /* the segmented ring */
     for (size_t o = 0; o < 3; o++) {
       for (int ip = 0; ip < 2; ip++) {
         MT_RC(MPIAR_SUCCESS, mpiar_reduce_local(want, x[0], x[1], N, MPIAR_FLOAT32, ops[o]));
@@ -406,6 +408,16 @@ int main(int argc, char **argv) {
       }
     }
   }
+  /* The segmented ring, with the smallest segments accepted (4 KiB), on the large counts. */
+  case_segment = 4096;
+  for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
+    size_t big = ((size_t)1 << (quick ? 16 : 20)) / mpiar_dtype_size((mpiar_dtype_t)t) + 5;
+    run_case("ring", (mpiar_dtype_t)t, MPIAR_SUM, big, t % 2, 0);
+    if (is_float((mpiar_dtype_t)t)) {
+      run_case("ring", (mpiar_dtype_t)t, MPIAR_AVG, big, (t + 1) % 2, 1);
+    }
+  }
+  case_segment = 0;
   if (nranks == 2) {
     check_rank0_first();
   }
