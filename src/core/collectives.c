@@ -260,6 +260,52 @@ fail:
   return rc;
 }
 
+int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
+                              mpiar_op_t op, long timeout_ms) {
+  const mpiar__settings_t *set = NULL;
+  mpiar__settings(&set);
+  size_t es = mpiar_dtype_size(dtype);
+  const mpiar__algorithm_t *alg = NULL;
+  size_t seg = 0;
+  mpiar__settings_t automatic = *set;
+  automatic.algorithm[0] = '\0';
+  automatic.segment_bytes = 0;
+  int rc = mpiar__select(&automatic, NULL, 0, count * es, es, ctx->size, &alg, &seg);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
+                           .count = count,
+                           .elem_size = es,
+                           .builder = alg,
+                           .segment_elems = 0,
+                           .in_place = 1,
+                           .root = -1};
+  mpiar__plan_t *plan = NULL;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__request_t *r = NULL;
+  if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  r->dtype = dtype;
+  r->kop = op;
+  r->in = r->out = buf;
+  r->base[MPIAR__BUF_INPUT] = r->base[MPIAR__BUF_OUTPUT] = buf;
+  r->base[MPIAR__BUF_SCRATCH] = r->scratch;
+  r->timeout_ms = timeout_ms;
+  ctx->refs++;
+  if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
+    mpiar__request_release(r);
+  } else {
+    mpiar_request_t h = r;
+    rc = mpiar__wait_one(&h);
+  }
+  ctx->refs--;
+  return rc;
+}
+
 /* Blocking: prepare, start, wait. */
 static int run_blocking(call_t *c) {
   mpiar__context_t *ctx = NULL;

@@ -186,6 +186,38 @@ static void unlink_live(mpiar__context_t *ctx) {
   pthread_mutex_unlock(&live_lock);
 }
 
+/*
+ * The duplicate of a context whose creation timed out may finish later, when the late ranks
+ * arrive: they then hold a working duplicate and wait for this rank inside their first call. This
+ * rank takes the duplicate and sends them a failure notice, so that they fail instead of waiting.
+ */
+static void tag_layout(mpiar__context_t *ctx);
+
+static void late_notify(mpiar__context_t *ctx) {
+  int flag = 0;
+  if (ctx->idup_req == MPI_REQUEST_NULL ||
+      MPI_Test(&ctx->idup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+    return;
+  }
+  ctx->idup_req = MPI_REQUEST_NULL;
+  ctx->comm = ctx->late_comm;
+  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(ctx->comm, &ctx->rank);
+  MPI_Comm_size(ctx->comm, &ctx->size);
+  tag_layout(ctx);
+  if (ctx->slot_req == NULL) {
+    ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
+  }
+  if (ctx->held == NULL) {
+    ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
+  }
+  if (ctx->slot_req == NULL || ctx->held == NULL) {
+    MPI_Comm_free(&ctx->comm);
+    return;
+  }
+  mpiar__context_break(ctx, MPIAR_ERR_TIMEOUT, ctx->broken_reason, 1);
+}
+
 /* A context being drained. */
 typedef struct drain {
   mpiar__context_t *ctx;
@@ -270,6 +302,7 @@ static void release_all(mpiar__context_t **ctxs, int n) {
       }
       sched_yield();
     }
+    late_notify(ctx);
     if (ctx->comm == MPI_COMM_NULL) {
       continue;
     }
@@ -323,17 +356,8 @@ static void release_all(mpiar__context_t **ctxs, int n) {
       ctx->comm = MPI_COMM_NULL;
       ctx->nzombies = 0;
     }
-    if (ctx->idup_req != MPI_REQUEST_NULL) {
-      /* A duplicate that finished after its deadline is freed; one that never finished is left
-       * to MPI (the rank that did not arrive). */
-      int flag = 0;
-      MPI_Comm late = MPI_COMM_NULL;
-      MPI_Test(&ctx->idup_req, &flag, MPI_STATUS_IGNORE);
-      if (!flag) {
-        MPI_Request_free(&ctx->idup_req);
-      }
-      (void)late;
-    }
+    /* A duplicate that never finished is left to MPI: MPI forbids freeing the request of a
+     * nonblocking collective, and the rank that did not arrive keeps it from completing. */
     mpiar__plans_free_all(ctx);
     free(d != NULL ? d[i].fin_from : NULL);
     unlink_live(ctx);
@@ -360,6 +384,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
   }
   mpiar__plans_free_all(ctx);
   free(ctx->slot_req);
+  free(ctx->node_of);
   free(ctx->held);
   free(ctx->zombies);
   free(ctx);
@@ -501,34 +526,94 @@ static void link_live(mpiar__context_t *ctx) {
   pthread_mutex_unlock(&live_lock);
 }
 
-/* Everything after the duplicate exists: ranks per node, tags, buffers, the notice receive. */
-static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set) {
+/*
+ * This process's node: a hash of the host name and of the network namespace. Ranks on one host
+ * share memory; ranks in different network namespaces of one host are the emulated nodes of
+ * perf/cluster, which MPI launches as different hosts too. (MPI_Comm_split_type would give the
+ * same grouping, but it is a blocking collective: a rank that gave up on a late peer would leave
+ * that peer blocked in it forever. This key is exchanged with mpiar's own allreduce, which the
+ * deadline bounds.)
+ */
+static uint64_t node_key(void) {
+  char text[512] = "";
+  gethostname(text, 255);
+  text[255] = '\0';
+  size_t used = strlen(text);
+  ssize_t n = readlink("/proc/self/ns/net", text + used + 1, sizeof text - used - 2);
+  if (n > 0) {
+    text[used] = '|';
+    text[used + 1 + (size_t)n] = '\0';
+  }
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = text; *c != '\0'; c++) {
+    h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  }
+  return h | 1; /* never 0, the value of ranks not yet heard from */
+}
+
+/* Every rank's node key (an allreduce of one slot per rank), then this rank's node size. */
+static int find_nodes(mpiar__context_t *ctx, long timeout_ms) {
+  ctx->local_ranks = 1;
+  if (ctx->size == 1) {
+    return MPIAR_SUCCESS;
+  }
+  uint64_t *keys = calloc((size_t)ctx->size, sizeof *keys);
+  ctx->node_of = calloc((size_t)ctx->size, sizeof *ctx->node_of);
+  if (keys == NULL || ctx->node_of == NULL) {
+    free(keys);
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
+  }
+  keys[ctx->rank] = node_key();
+  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size, MPIAR_UINT64, MPIAR_MAX,
+                                     timeout_ms);
+  if (rc == MPIAR_SUCCESS) {
+    int nodes = 0;
+    for (int r = 0; r < ctx->size; r++) {
+      int first = r;
+      for (int q = 0; q < r; q++) {
+        if (keys[q] == keys[r]) {
+          first = q;
+          break;
+        }
+      }
+      ctx->node_of[r] = first == r ? nodes++ : ctx->node_of[first];
+    }
+    ctx->nnodes = nodes;
+    ctx->local_ranks = 0;
+    for (int r = 0; r < ctx->size; r++) {
+      ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    }
+  }
+  free(keys);
+  return rc;
+}
+
+/* Everything after the duplicate exists: tags, buffers, nodes, the wait policy. */
+static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, long timeout_ms) {
   /* Library errors are returned as codes, never turned into an abort by MPI. */
   MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx->comm, &ctx->rank);
   MPI_Comm_size(ctx->comm, &ctx->size);
-  /* Every rank has arrived (the duplicate completed), so this blocking call does not wait for a
-   * late one. */
-  MPI_Comm node = MPI_COMM_NULL;
-  int err = MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node);
-  if (err != MPI_SUCCESS) {
-    return mpi_failed(err, "MPI_Comm_split_type");
-  }
-  MPI_Comm_size(node, &ctx->local_ranks);
-  MPI_Comm_free(&node);
   ctx->cores = mpiar__usable_cpus();
-  /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
-   * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
-  int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
-  mpiar__kernel_set_default_threads(share > 0 ? share : 1);
+  /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
   ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->cores);
+               (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
   tag_layout(ctx);
   ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
   ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
   if (ctx->slot_req == NULL || ctx->held == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
   }
+  int rc = find_nodes(ctx, timeout_ms);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
+   * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
+  int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
+  mpiar__kernel_set_default_threads(share > 0 ? share : 1);
+  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
+               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->cores);
   return MPIAR_SUCCESS;
 }
 
@@ -554,7 +639,8 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
   /* Waiting for the duplicate is the one wait of context creation that depends on the other
    * ranks arriving; the deadline bounds it. */
   double deadline = timeout_ms > 0 ? MPI_Wtime() + (double)timeout_ms * 1e-3 : 0;
-  int err = MPI_Comm_idup(comm, &ctx->comm, &ctx->idup_req);
+  ctx->late_comm = MPI_COMM_NULL;
+  int err = MPI_Comm_idup(comm, &ctx->late_comm, &ctx->idup_req);
   if (err != MPI_SUCCESS) {
     free(ctx);
     return mpi_failed(err, "MPI_Comm_idup");
@@ -563,8 +649,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
   int got = wait_until(&ctx->idup_req, deadline, yield);
   if (got <= 0) {
     /* The communicator stays marked: later calls fail at once instead of pairing their own
-     * duplicate with another rank's first one. */
-    ctx->comm = MPI_COMM_NULL;
+     * duplicate with another rank's first one (see late_notify). */
     ctx->broken = 1;
     if (got == 0) {
       rc = mpiar__error(MPIAR_ERR_TIMEOUT,
@@ -577,7 +662,13 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
     snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
   } else {
     ctx->idup_req = MPI_REQUEST_NULL;
-    rc = context_setup(ctx, set);
+    ctx->comm = ctx->late_comm;
+    long left = 0;
+    if (deadline > 0) {
+      left = (long)((deadline - MPI_Wtime()) * 1e3);
+      left = left > 1 ? left : 1;
+    }
+    rc = context_setup(ctx, set, left);
     if (rc != MPIAR_SUCCESS) {
       ctx->broken = 1;
       snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
@@ -677,6 +768,7 @@ int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **out)
     return rc;
   }
   if (MPIAR__UNLIKELY(ctx->broken)) {
+    late_notify(ctx);
     mpiar__context_leave(ctx);
     return mpiar__error(MPIAR_ERR_COMM_BROKEN,
                         "an earlier failure broke this communicator's context (%s); free it and "

@@ -117,6 +117,8 @@ typedef struct mpiar__context {
   MPI_Comm comm;      /* private duplicate: all library traffic */
   int rank, size;
   int local_ranks;   /* ranks of this communicator on this node */
+  int nnodes;        /* nodes of this communicator */
+  int *node_of;      /* node of every rank (NULL on one rank) */
   int cores;         /* CPUs this process may use */
   int yield;         /* 1: waiting ranks give their core away after a short spin */
   int attached;      /* 1 while the attribute holds the context */
@@ -147,6 +149,7 @@ typedef struct mpiar__context {
   double suspect_time;       /* when a held message first contradicted its operation (0: none) */
   uint64_t suspect_progress; /* progress_count then */
   MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
+  MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
   struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */
 
   /* Plan cache. */
@@ -228,6 +231,7 @@ struct mpiar_request {
    * lowest rank holding it (entries 2f, 2f + 1), the largest and its rank (16 + 2f, 17 + 2f). */
   int check_round, check_rounds;
   int check_sent, check_recvd;
+  int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
   uint64_t check_acc[32], check_send[32], check_in[32];
   MPI_Request check_req;
 
@@ -329,6 +333,12 @@ void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes);
 
 /* Look at unexpected messages (when idle): notices, mismatched lengths, early messages. */
 void mpiar__scan(mpiar__context_t *ctx);
+
+/* ---- collectives.c ---- */
+
+/* An allreduce of the library's own on a context (its context creation), with a deadline. */
+int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
+                              mpiar_op_t op, long timeout_ms);
 
 /* ---- select.c ---- */
 

@@ -451,6 +451,7 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
     if (r->check_round == r->check_rounds) {
       int rc = check_verdict(r);
       if (rc != MPIAR_SUCCESS) {
+        r->check_failed = 1;
         return rc;
       }
       mpiar__request_begin(r);
@@ -460,6 +461,7 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
 }
 
 void mpiar__check_init(mpiar__request_t *r) {
+  r->check_failed = 0;
   int rounds = 0;
   while (rounds < 31 && (1 << rounds) < r->ctx->size) {
     rounds++;
@@ -539,6 +541,8 @@ void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
    * may be writing the caller's buffer) are waited for, so that the buffer is no longer written
    * once the call returns; sends are kept until the context is released. */
   double until = MPI_Wtime() + MPIAR__ABANDON_WAIT_S;
+  /* Sends still in flight may read the request's scratch: it is then freed with the context. */
+  r->tainted = r->nmpireq > 0 || r->check_req != MPI_REQUEST_NULL;
   for (size_t i = 0; i < r->nmpireq; i++) {
     uint32_t k = r->mpireq_piece[i];
     const mpiar__step_t *st = &r->plan->sched.steps[r->plan->pieces[k].step];
@@ -563,8 +567,6 @@ void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
     r->check_req = MPI_REQUEST_NULL;
   }
   r->check_rounds = r->check_round; /* no check left to run */
-  /* Sends still in flight may read the request's scratch: it is freed with the context. */
-  r->tainted = 1;
   mpiar__error(code, "%s", saved);
   finish(r, code);
 }
@@ -611,7 +613,14 @@ static void request_pass(mpiar__request_t *r, int *progressed) {
       rc = timed_out(r);
     }
   }
-  if (rc != MPIAR_SUCCESS) {
+  if (rc != MPIAR_SUCCESS && r->check_failed) {
+    /* Every rank reached the same verdict after the last round and nothing else was sent: the
+     * call fails everywhere and the communicator stays usable. */
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+    mpiar__request_fail(r, rc, detail);
+    *progressed = 1;
+  } else if (rc != MPIAR_SUCCESS) {
     fail_and_break(r, rc);
     *progressed = 1;
   }
