@@ -218,7 +218,7 @@ int mpiar_request_free(mpiar_request_t *req);
 
 /**
  * The algorithm and segment size that "auto" would pick for @p bytes on @p nranks ranks in this
- * process (environment and tuning file included).
+ * process (MPIAR_ALGORITHM and MPIAR_SEGMENT_BYTES included).
  * @return MPIAR_SUCCESS or an error (MPIAR_ERR_ENV, MPIAR_ERR_UNKNOWN_ALGORITHM, ...).
  */
 int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segment_bytes);

@@ -120,10 +120,9 @@ void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, i
     ctx->broken = 1;
     snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", reason);
   }
-  /* Every request in progress fails with the reason (the first one failed with its own). */
+  /* Every request in progress fails with @p code and the reason. */
   while (ctx->active != NULL) {
-    mpiar__request_fail(ctx->active, code == MPIAR_ERR_TIMEOUT ? MPIAR_ERR_COMM_BROKEN : code,
-                        reason);
+    mpiar__request_fail(ctx->active, code, reason);
   }
   if (notify && ctx->comm != MPI_COMM_NULL && ctx->size > 1) {
     ctx->notice_out.rank = ctx->rank;
@@ -380,7 +379,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
   while (ctx->tainted != NULL) {
     mpiar__request_t *r = ctx->tainted;
     ctx->tainted = r->anext;
-    free(r);
+    mpiar__request_free_mem(r);
   }
   mpiar__plans_free_all(ctx);
   free(ctx->slot_req);

@@ -253,6 +253,12 @@ extern size_t mpiar__plans_built;
 /* Requests allocated in this process so far (tests check that persistent starts allocate none). */
 extern size_t mpiar__requests_allocated;
 
+/* Requests allocated and not yet freed (tests check that nothing leaks). */
+extern long mpiar__requests_live;
+
+/* Free a request's memory (every request is freed through this). */
+void mpiar__request_free_mem(mpiar__request_t *r);
+
 /* ---- context.c ---- */
 
 /* Check that MPI is initialised and not finalised. */
@@ -277,9 +283,10 @@ void mpiar__context_unref(mpiar__context_t *ctx);
 int mpiar__live_contexts(void);
 
 /*
- * Break the context: every active request fails with @p code and @p reason, this rank's
- * in-flight messages become zombies (drained when the context is released), and, when
- * @p notify, every other rank is sent a failure notice.
+ * Break the context: every active request fails with @p code and @p reason (the request whose
+ * failure broke it has failed already, with its own code), this rank's in-flight messages become
+ * zombies (drained when the context is released), and, when @p notify, every other rank is sent
+ * a failure notice.
  */
 void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, int notify);
 

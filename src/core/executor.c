@@ -86,14 +86,21 @@ static int held_take(mpiar__context_t *ctx, int source, int tag, mpiar__held_t *
   return 0;
 }
 
-/* The next message from @p source with @p tag, held or in MPI's queue; 0 if none yet. */
+/*
+ * The next message from @p source with @p tag, held or in MPI's queue: 1 if taken, 0 if none
+ * yet, or an MPI error code (> 1 is impossible for MPI_SUCCESS = 0, so errors are negated).
+ */
 static int take_message(mpiar__context_t *ctx, int source, int tag, mpiar__held_t *out) {
   if (ctx->nheld > 0 && held_take(ctx, source, tag, out)) {
     return 1;
   }
   int flag = 0;
   MPI_Status st;
-  if (MPI_Improbe(source, tag, ctx->comm, &flag, &out->msg, &st) != MPI_SUCCESS || !flag) {
+  int err = MPI_Improbe(source, tag, ctx->comm, &flag, &out->msg, &st);
+  if (err != MPI_SUCCESS) {
+    return -(err > 0 ? err : 1);
+  }
+  if (!flag) {
     return 0;
   }
   int count = 0;
@@ -158,7 +165,11 @@ static int receive_taken(mpiar__request_t *r, uint32_t k, mpiar__held_t *m) {
   MPI_Request q = MPI_REQUEST_NULL;
   int err = MPI_Imrecv(addr(r, st->dst) + p->off, (int)p->len, MPI_BYTE, &m->msg, &q);
   if (err != MPI_SUCCESS) {
-    return mpi_error(err, "MPI_Imrecv", r, p->step);
+    int rc = mpi_error(err, "MPI_Imrecv", r, p->step);
+    if (m->msg != MPI_MESSAGE_NULL) {
+      mpiar__discard(r->ctx, &m->msg, m->bytes); /* so that its sender is not left waiting */
+    }
+    return rc;
   }
   r->piece_state[k] = PIECE_POSTED | PIECE_MATCHED;
   add_mpireq(r, q, k);
@@ -216,7 +227,10 @@ static int probe(mpiar__request_t *r, int *progressed) {
     const mpiar__piece_t *p = &r->plan->pieces[k];
     const mpiar__step_t *st = &r->plan->sched.steps[p->step];
     mpiar__held_t m;
-    if (rc == MPIAR_SUCCESS && take_message(r->ctx, st->peer, r->tag_base | p->tag, &m)) {
+    int got = rc == MPIAR_SUCCESS ? take_message(r->ctx, st->peer, r->tag_base | p->tag, &m) : 0;
+    if (got < 0) {
+      rc = mpi_error(-got, "MPI_Improbe", r, p->step);
+    } else if (got) {
       rc = receive_taken(r, k, &m);
       *progressed = 1;
       if (rc == MPIAR_SUCCESS) {
@@ -424,7 +438,11 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
     *progressed = 1;
   }
   mpiar__held_t m;
-  if (!r->check_recvd && take_message(ctx, from, tag, &m)) {
+  int got = r->check_recvd ? 0 : take_message(ctx, from, tag, &m);
+  if (got < 0) {
+    return mpi_error(-got, "MPI_Improbe (argument check)", r, 0);
+  }
+  if (got) {
     if (m.bytes != sizeof r->check_in) {
       mpiar__discard(ctx, &m.msg, m.bytes);
       return mpiar__error(MPIAR_ERR_MISMATCH,
@@ -432,7 +450,10 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
                           "mpiar version?)",
                           ctx->rank, from, m.bytes, sizeof r->check_in);
     }
-    MPI_Mrecv(r->check_in, (int)sizeof r->check_in, MPI_BYTE, &m.msg, MPI_STATUS_IGNORE);
+    int err = MPI_Mrecv(r->check_in, (int)sizeof r->check_in, MPI_BYTE, &m.msg, MPI_STATUS_IGNORE);
+    if (err != MPI_SUCCESS) {
+      return mpi_error(err, "MPI_Mrecv (argument check)", r, 0);
+    }
     check_combine(r->check_acc, r->check_in);
     r->check_recvd = 1;
     *progressed = 1;
@@ -577,7 +598,8 @@ static void fail_and_break(mpiar__request_t *r, int rc) {
   snprintf(reason, sizeof reason, "%s", mpiar_last_error());
   mpiar__context_t *ctx = r->ctx;
   mpiar__request_fail(r, rc, reason);
-  mpiar__context_break(ctx, rc, reason, 1);
+  /* The others in progress on this context fail too, saying which failure broke it. */
+  mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN, reason, 1);
 }
 
 void mpiar__request_begin(mpiar__request_t *r) {
@@ -699,8 +721,19 @@ void mpiar__scan(mpiar__context_t *ctx) {
     int flag = 0;
     mpiar__held_t m;
     MPI_Status st;
-    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, ctx->comm, &flag, &m.msg, &st) != MPI_SUCCESS ||
-        !flag) {
+    int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, ctx->comm, &flag, &m.msg, &st);
+    if (err != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING], reason[512];
+      int len = 0;
+      if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) {
+        snprintf(msg, sizeof msg, "MPI error %d", err);
+      }
+      snprintf(reason, sizeof reason, "rank %d: MPI_Improbe failed: %.400s", ctx->rank, msg);
+      mpiar__error(MPIAR_ERR_MPI, "%s", reason);
+      mpiar__context_break(ctx, MPIAR_ERR_MPI, reason, 1);
+      return;
+    }
+    if (!flag) {
       break;
     }
     int count = 0;

@@ -31,7 +31,7 @@ void mpiar__plan_free(mpiar__plan_t *plan) {
   while (plan->spare != NULL) {
     mpiar__request_t *r = plan->spare;
     plan->spare = r->next;
-    free(r);
+    mpiar__request_free_mem(r);
   }
   mpiar__schedule_destroy(&plan->sched);
   free(plan->ndeps);

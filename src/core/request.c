@@ -18,6 +18,14 @@
 #include "core/context.h"
 
 size_t mpiar__requests_allocated;
+long mpiar__requests_live;
+
+void mpiar__request_free_mem(mpiar__request_t *r) {
+  if (r != NULL) {
+    __atomic_fetch_sub(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+    free(r);
+  }
+}
 
 /* Idle passes between two scans of unexpected messages (failure notices, wrong lengths). */
 #define MPIAR__SCAN_PASSES 64
@@ -70,6 +78,7 @@ static mpiar__request_t *request_alloc(const mpiar__plan_t *plan) {
   r->piece_state = (uint8_t *)(block + o_state);
   r->scratch = plan->scratch_bytes ? block + o_scratch : NULL;
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
   return r;
 }
 
@@ -117,7 +126,7 @@ void mpiar__request_release(mpiar__request_t *r) {
     plan->spare = r;
     plan->nspare++;
   } else {
-    free(r);
+    mpiar__request_free_mem(r);
   }
   /* A plan of a released context stays in its cache until the context itself is freed. */
   mpiar__context_unref(ctx);

@@ -1,4 +1,6 @@
 /* The kernel layer as a public call: mpiar_reduce_local() and mpiar_kernel_level(). */
+#include <stdint.h>
+
 #include "base/common.h"
 #include "reduce_kernels/kernels.h"
 
@@ -14,6 +16,12 @@ int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mp
   if (!mpiar_op_supported(dtype, op)) {
     return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "operation %s is not defined on %s",
                         mpiar_op_name(op), mpiar_dtype_name(dtype));
+  }
+  /* The byte length of each operand must be a size_t, as for the collectives. */
+  if (count > SIZE_MAX / mpiar_dtype_size(dtype) / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "mpiar_reduce_local: count %zu of %zu-byte elements is too large", count,
+                        mpiar_dtype_size(dtype));
   }
   if (count > 0 && (dst == NULL || a == NULL || b == NULL)) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "mpiar_reduce_local of %zu elements with a null %s",

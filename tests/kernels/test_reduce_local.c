@@ -17,6 +17,11 @@ static void check_errors(void) {
   CHECK(strcmp(mpiar_last_error(), "") == 0);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, (mpiar_dtype_t)-1, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR__DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
+  /* Counts whose byte length does not fit a size_t are refused, not silently skipped. */
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, SIZE_MAX, MPIAR_INT8, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, SIZE_MAX / 4 + 1, MPIAR_FLOAT32, MPIAR_SUM),
+               MPIAR_ERR_INVALID_ARG);
+  CHECK(strstr(mpiar_last_error(), "too large") != NULL);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR__OP_COUNT),
                MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_BXOR), MPIAR_ERR_BAD_DTYPE_OP);
