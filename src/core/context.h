@@ -185,8 +185,16 @@ enum { PIECE_WAIT = 0, PIECE_POSTED, PIECE_PROBING, PIECE_DONE };
 
 #define MPIAR__REQUEST_MAGIC 0x6d706172u /* "mpar" */
 
+/* A generalized request (the kvstore's async pushpull): poll advances it and, once it is done,
+ * sets *done and returns its result; free releases its state after it is collected. */
+typedef int (*mpiar__gpoll_fn)(void *state, int *done);
+typedef void (*mpiar__gfree_fn)(void *state);
+
 struct mpiar_request {
   uint32_t magic;
+  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
+  mpiar__gfree_fn gfree;
+  void *gstate;
   mpiar__context_t *ctx;
   mpiar__plan_t *plan;
   int persistent;
@@ -314,6 +322,10 @@ void mpiar__request_release(mpiar__request_t *req);
 
 /* Start an inactive request: assign a slot, reset the run state, post the first steps. */
 int mpiar__request_start(mpiar__request_t *req);
+
+/* Make an active generalized request (completed through test/wait like the others). */
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out);
 
 /* Wait for a started request (inside its context) and collect its result. */
 int mpiar__wait_one(mpiar_request_t *req);

@@ -209,53 +209,42 @@ int mpiar__request_start(mpiar__request_t *r) {
   return MPIAR_SUCCESS;
 }
 
+/* ---- generalized requests ---- */
+
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out) {
+  mpiar__request_t *r = NULL;
+  if (posix_memalign((void **)&r, 64, sizeof *r) != 0) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
+  }
+  memset(r, 0, sizeof *r);
+  __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+  r->magic = MPIAR__REQUEST_MAGIC;
+  r->gpoll = poll;
+  r->gfree = free_fn;
+  r->gstate = state;
+  r->state = MPIAR__REQ_ACTIVE;
+  *out = r;
+  return MPIAR_SUCCESS;
+}
+
 /* ---- completion ---- */
-
-/* Give the core away between rounds of a multi-request wait when the node is oversubscribed. */
-static void multi_idle(mpiar_request_t reqs[], int n) {
-  for (int i = 0; i < n; i++) {
-    if (reqs[i] != NULL) {
-      mpiar__idle(reqs[i]->ctx, ~0u);
-      return;
-    }
-  }
-}
-
-/* Enter a request's context and hold it (its last reference may go inside the call). */
-static int hold(mpiar__context_t *ctx) {
-  int rc = mpiar__context_enter_ctx(ctx);
-  if (rc == MPIAR_SUCCESS) {
-    ctx->refs++;
-  }
-  return rc;
-}
-
-static void drop(mpiar__context_t *ctx) {
-  mpiar__context_leave(ctx);
-  mpiar__context_unref(ctx);
-}
 
 static int valid(mpiar__request_t *r) {
   return r != NULL && r->magic == MPIAR__REQUEST_MAGIC;
 }
 
-/* Hand a finished request's result to the caller and release or deactivate it. */
-static int collect(mpiar_request_t *req) {
-  mpiar__request_t *r = *req;
-  int rc = r->rc;
-  if (rc != MPIAR_SUCCESS) {
-    mpiar__error(rc, "%s", r->detail);
+/* Give the core away between rounds of a wait when the node is oversubscribed. */
+static void idle_of(mpiar__request_t *r, unsigned idle) {
+  if (r->ctx != NULL) {
+    mpiar__idle(r->ctx, idle);
+  } else if (idle > 64) {
+    sched_yield();
   }
-  if (r->persistent) {
-    r->state = MPIAR__REQ_INACTIVE;
-  } else {
-    mpiar__request_release(r);
-    *req = MPIAR_REQUEST_NULL;
-  }
-  return rc;
 }
 
-/* One round of progress on the request's context; *idle counts passes that moved nothing. */
+/* One round of progress on a core request's context; *idle counts passes that moved nothing. */
 static void advance(mpiar__context_t *ctx, unsigned *idle) {
   int progressed = 0;
   mpiar__progress(ctx, &progressed);
@@ -280,7 +269,87 @@ int mpiar__wait_one(mpiar_request_t *req) {
     }
     mpiar__idle(ctx, idle);
   }
-  return collect(req);
+  int rc = r->rc;
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__error(rc, "%s", r->detail);
+  }
+  if (r->persistent) {
+    r->state = MPIAR__REQ_INACTIVE;
+  } else {
+    mpiar__request_release(r);
+    *req = MPIAR_REQUEST_NULL;
+  }
+  return rc;
+}
+
+/*
+ * Advance a request once (its context's operations, or a generalized request's poll).
+ * @return MPIAR_SUCCESS, or an error that prevented it (another thread inside its context).
+ */
+static int step(mpiar__request_t *r) {
+  if (r->state != MPIAR__REQ_ACTIVE) {
+    return MPIAR_SUCCESS;
+  }
+  if (r->gpoll != NULL) {
+    int done = 0;
+    int rc = r->gpoll(r->gstate, &done);
+    if (done) {
+      r->rc = rc;
+      if (rc != MPIAR_SUCCESS) {
+        snprintf(r->detail, sizeof r->detail, "%s", mpiar_last_error());
+      }
+      r->state = MPIAR__REQ_DONE;
+    }
+    return MPIAR_SUCCESS;
+  }
+  mpiar__context_t *ctx = r->ctx;
+  int rc = mpiar__context_enter_ctx(ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  unsigned idle = 0;
+  advance(ctx, &idle);
+  /* A loop of tests also looks at unexpected messages now and then, so that it notices a
+   * failed rank. */
+  if (r->state == MPIAR__REQ_ACTIVE && (++r->tests & 63) == 0) {
+    mpiar__scan(ctx);
+  }
+  mpiar__context_leave(ctx);
+  return MPIAR_SUCCESS;
+}
+
+/* Hand a finished request's result to the caller and release or deactivate it. */
+static int collect(mpiar_request_t *req) {
+  mpiar__request_t *r = *req;
+  int rc = r->rc;
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", r->detail);
+  if (r->gpoll != NULL) {
+    r->magic = 0;
+    if (r->gfree != NULL) {
+      r->gfree(r->gstate);
+    }
+    mpiar__request_free_mem(r);
+    *req = MPIAR_REQUEST_NULL;
+  } else if (r->persistent) {
+    r->state = MPIAR__REQ_INACTIVE;
+  } else {
+    mpiar__context_t *ctx = r->ctx;
+    /* Releasing may drop the context's last reference: enter it while the request goes. */
+    int erc = mpiar__context_enter_ctx(ctx);
+    if (erc != MPIAR_SUCCESS) {
+      return erc;
+    }
+    ctx->refs++;
+    mpiar__request_release(r);
+    *req = MPIAR_REQUEST_NULL;
+    mpiar__context_leave(ctx);
+    mpiar__context_unref(ctx);
+  }
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__error(rc, "%s", detail);
+  }
+  return rc;
 }
 
 static int check_handle(mpiar_request_t *req, const char *call) {
@@ -304,30 +373,16 @@ int mpiar_test(mpiar_request_t *req, int *done) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_test: the done pointer is NULL");
   }
   mpiar__request_t *r = *req;
+  *done = 1;
   if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
-    *done = 1;
     return MPIAR_SUCCESS;
   }
-  mpiar__context_t *ctx = r->ctx;
-  if ((rc = hold(ctx)) != MPIAR_SUCCESS) {
+  if ((rc = step(r)) != MPIAR_SUCCESS) {
     *done = 0;
     return rc;
   }
-  if (r->state == MPIAR__REQ_ACTIVE) {
-    unsigned idle = 0;
-    advance(ctx, &idle);
-    if (r->state == MPIAR__REQ_ACTIVE) {
-      /* A test that finds nothing also looks at unexpected messages now and then, so a loop of
-       * tests notices a failed rank. */
-      if ((++r->tests & 255) == 0) {
-        mpiar__scan(ctx);
-      }
-    }
-  }
   *done = r->state != MPIAR__REQ_ACTIVE;
-  rc = *done ? collect(req) : MPIAR_SUCCESS;
-  drop(ctx);
-  return rc;
+  return *done ? collect(req) : MPIAR_SUCCESS;
 }
 
 int mpiar_wait(mpiar_request_t *req) {
@@ -340,49 +395,26 @@ int mpiar_wait(mpiar_request_t *req) {
   if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
     return MPIAR_SUCCESS;
   }
-  mpiar__context_t *ctx = r->ctx;
-  if ((rc = hold(ctx)) != MPIAR_SUCCESS) {
+  if (r->gpoll == NULL && r->state == MPIAR__REQ_ACTIVE) {
+    /* The common case: stay inside the context for the whole wait. */
+    mpiar__context_t *ctx = r->ctx;
+    if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
+      return rc;
+    }
+    ctx->refs++;
+    rc = mpiar__wait_one(req);
+    mpiar__context_leave(ctx);
+    mpiar__context_unref(ctx);
     return rc;
   }
-  rc = mpiar__wait_one(req);
-  drop(ctx);
-  return rc;
-}
-
-/*
- * Test every request of @p reqs once (each context advanced once per round). @return the index of
- * a completed one in *index (or -1 if all are null/inactive: *none = 1), or -2 if none finished.
- */
-static int test_some(int n, mpiar_request_t reqs[], int *index, int *none, int *rc_out) {
-  *none = 1;
-  *index = -2;
-  for (int i = 0; i < n; i++) {
-    mpiar__request_t *r = reqs[i];
-    if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
-      continue;
+  unsigned idle = 0;
+  while (r->state == MPIAR__REQ_ACTIVE) {
+    if ((rc = step(r)) != MPIAR_SUCCESS) {
+      return rc;
     }
-    *none = 0;
-    if (r->state == MPIAR__REQ_ACTIVE) {
-      mpiar__context_t *ctx = r->ctx;
-      int rc = mpiar__context_enter_ctx(ctx);
-      if (rc != MPIAR_SUCCESS) {
-        *rc_out = rc;
-        *index = i;
-        return 1;
-      }
-      unsigned idle = 0;
-      advance(ctx, &idle);
-      if (r->state == MPIAR__REQ_ACTIVE && (++r->tests & 63) == 0) {
-        mpiar__scan(ctx);
-      }
-      mpiar__context_leave(ctx);
-    }
-    if (r->state != MPIAR__REQ_ACTIVE) {
-      *index = i;
-      return 0;
-    }
+    idle_of(r, ++idle);
   }
-  return 0;
+  return collect(req);
 }
 
 static int check_array(int n, mpiar_request_t reqs[], const char *call) {
@@ -397,6 +429,30 @@ static int check_array(int n, mpiar_request_t reqs[], const char *call) {
   return MPIAR_SUCCESS;
 }
 
+/*
+ * Advance every active request of @p reqs once. @return the index of the first finished one
+ * (active before, or done), -1 if every entry is null or inactive, -2 if none has finished;
+ * an error in *rc when one could not be advanced.
+ */
+static int scan_array(int n, mpiar_request_t reqs[], int *rc) {
+  int any = 0;
+  *rc = MPIAR_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    mpiar__request_t *r = reqs[i];
+    if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
+      continue;
+    }
+    any = 1;
+    if ((*rc = step(r)) != MPIAR_SUCCESS) {
+      return i;
+    }
+    if (r->state != MPIAR__REQ_ACTIVE) {
+      return i;
+    }
+  }
+  return any ? -2 : -1;
+}
+
 int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done) {
   mpiar__error_clear();
   int rc = check_array(n, reqs, "mpiar_testany");
@@ -406,31 +462,25 @@ int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done) {
   if (index == NULL || done == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_testany: null index or done pointer");
   }
-  int none = 0, at = -2, err = MPIAR_SUCCESS;
-  if (test_some(n, reqs, &at, &none, &err)) {
+  int at = scan_array(n, reqs, &rc);
+  if (rc != MPIAR_SUCCESS) {
     *index = at;
     *done = 0;
-    return err;
+    return rc;
   }
-  if (none) {
+  if (at == -1) {
     *index = -1;
     *done = 1;
     return MPIAR_SUCCESS;
   }
-  if (at < 0) {
+  if (at == -2) {
     *index = -1;
     *done = 0;
     return MPIAR_SUCCESS;
   }
   *index = at;
   *done = 1;
-  mpiar__context_t *ctx = reqs[at]->ctx;
-  if ((rc = hold(ctx)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  rc = collect(&reqs[at]);
-  drop(ctx);
-  return rc;
+  return collect(&reqs[at]);
 }
 
 int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
@@ -442,15 +492,18 @@ int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
   if (index == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_waitany: null index pointer");
   }
-  unsigned rounds = 0;
+  unsigned idle = 0;
   for (;;) {
     int done = 0;
     rc = mpiar_testany(n, reqs, index, &done);
     if (done || rc != MPIAR_SUCCESS) {
       return rc;
     }
-    if (++rounds > 64) {
-      multi_idle(reqs, n);
+    for (int i = 0; i < n; i++) {
+      if (reqs[i] != NULL) {
+        idle_of(reqs[i], ++idle);
+        break;
+      }
     }
   }
 }
@@ -461,47 +514,37 @@ int mpiar_waitall(int n, mpiar_request_t reqs[]) {
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  /* Advance every request's context in turn (one rank's progress on one communicator may be what
-   * another rank needs before it can progress on another), collecting each as it finishes. */
+  /* Advance every request in turn (one rank's progress on one communicator may be what another
+   * rank needs before it can progress on another), collecting each as it finishes. */
   int first_error = MPIAR_SUCCESS;
   char detail[512] = "";
-  unsigned rounds = 0;
+  unsigned idle = 0;
   for (;;) {
     int left = 0;
+    mpiar__request_t *some = NULL;
     for (int i = 0; i < n; i++) {
       mpiar__request_t *r = reqs[i];
       if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
         continue;
       }
-      mpiar__context_t *ctx = r->ctx;
-      int erc = hold(ctx);
-      if (erc != MPIAR_SUCCESS) {
-        return erc;
+      if ((rc = step(r)) != MPIAR_SUCCESS) {
+        return rc;
       }
       if (r->state == MPIAR__REQ_ACTIVE) {
-        unsigned idle = 0;
-        advance(ctx, &idle);
-        if (r->state == MPIAR__REQ_ACTIVE && (++r->tests & 63) == 0) {
-          mpiar__scan(ctx);
-        }
-      }
-      if (r->state != MPIAR__REQ_ACTIVE) {
-        int one = collect(&reqs[i]);
-        if (one != MPIAR_SUCCESS && first_error == MPIAR_SUCCESS) {
-          first_error = one;
-          snprintf(detail, sizeof detail, "request %d: %s", i, mpiar_last_error());
-        }
-      } else {
         left++;
+        some = r;
+        continue;
       }
-      drop(ctx);
+      int one = collect(&reqs[i]);
+      if (one != MPIAR_SUCCESS && first_error == MPIAR_SUCCESS) {
+        first_error = one;
+        snprintf(detail, sizeof detail, "request %d: %s", i, mpiar_last_error());
+      }
     }
     if (left == 0) {
       break;
     }
-    if (++rounds > 64) {
-      multi_idle(reqs, n);
-    }
+    idle_of(some, ++idle);
   }
   if (first_error != MPIAR_SUCCESS) {
     return mpiar__error(first_error, "%s", detail);
@@ -516,19 +559,17 @@ int mpiar_request_free(mpiar_request_t *req) {
     return rc;
   }
   mpiar__request_t *r = *req;
-  mpiar__context_t *ctx = r->ctx;
-  if ((rc = hold(ctx)) != MPIAR_SUCCESS) {
-    return rc;
-  }
   if (r->state == MPIAR__REQ_ACTIVE) {
-    rc = mpiar__wait_one(req);
-  } else {
-    rc = MPIAR_SUCCESS;
+    /* An operation is collective: it is completed, not abandoned. */
+    rc = mpiar_wait(req);
+    if (*req == MPIAR_REQUEST_NULL) {
+      return rc;
+    }
   }
-  if (*req != MPIAR_REQUEST_NULL) {
-    mpiar__request_release(r);
-    *req = MPIAR_REQUEST_NULL;
-  }
-  drop(ctx);
-  return rc;
+  /* Inactive persistent, or finished and not collected: released, its result dropped. */
+  r->persistent = 0;
+  r->state = MPIAR__REQ_DONE;
+  r->rc = MPIAR_SUCCESS;
+  int rc2 = collect(req);
+  return rc != MPIAR_SUCCESS ? rc : rc2;
 }
