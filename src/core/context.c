@@ -692,7 +692,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
  * that error on MPI_COMM_WORLD's handler, which aborts by default. So the world handler returns
  * errors for the duration of the check (a rare path: only communicators not yet in the cache).
  */
-static int check_comm(MPI_Comm comm) {
+int mpiar__check_comm(MPI_Comm comm) {
   MPI_Errhandler old = MPI_ERRHANDLER_NULL;
   int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &old) == MPI_SUCCESS &&
                 MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
@@ -728,7 +728,7 @@ static int context_lookup(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx
   if (comm == MPI_COMM_NULL) {
     return mpiar__error(MPIAR_ERR_COMM, "the communicator is MPI_COMM_NULL");
   }
-  if ((rc = check_comm(comm)) != MPIAR_SUCCESS) {
+  if ((rc = mpiar__check_comm(comm)) != MPIAR_SUCCESS) {
     return rc;
   }
   pthread_once(&keyval_once, create_keyvals);

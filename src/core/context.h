@@ -273,6 +273,13 @@ void mpiar__request_free_mem(mpiar__request_t *r);
 int mpiar__check_mpi_state(void);
 
 /*
+ * Check a communicator handle without letting MPI abort on a bad one (MPICH raises an invalid
+ * handle on MPI_COMM_WORLD's handler): MPIAR_ERR_COMM for an invalid handle or an
+ * intercommunicator.
+ */
+int mpiar__check_comm(MPI_Comm comm);
+
+/*
  * The context of @p comm, created on first use (collective over @p comm), with @p timeout_ms
  * (0: none) bounding the wait for the other ranks. Fails with MPIAR_ERR_COMM for MPI_COMM_NULL,
  * an intercommunicator or an invalid handle, MPIAR_ERR_COMM_BROKEN for a broken context.
