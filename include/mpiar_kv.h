@@ -320,6 +320,16 @@ int mpiar_kv_set_optimizer(mpiar_kv_t *kv, const mpiar_kv_optimizer_t *opt);
  */
 int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad);
 
+/**
+ * Apply the optimizer to the store's value of @p key with a gradient that is already averaged
+ * over the workers (for example by mpiar_kv_pushpull_async() on a store whose op is MPIAR_AVG).
+ * Local: no communication. mpiar_kv_step() is pushpull (average) followed by this update, so the
+ * two paths give the same bits.
+ * @return MPIAR_SUCCESS; MPIAR_ERR_KEY_UNKNOWN; MPIAR_ERR_NULL_BUFFER; MPIAR_ERR_UNSUPPORTED (no
+ *         optimizer, or a key that is not float32 or float64); MPIAR_ERR_NOMEM.
+ */
+int mpiar_kv_update(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *grad);
+
 /** mpiar_kv_step() of @p n keys, with the gradients reduced as in mpiar_kv_pushpull_batch(). */
 int mpiar_kv_step_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys, void *const *grads);
 

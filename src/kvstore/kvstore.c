@@ -873,6 +873,26 @@ static void sgd_apply(const mpiar_kv_optimizer_t *o, mpiar__kv_entry_t *e, const
   }
 }
 
+int mpiar_kv_update(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *grad) {
+  mpiar__error_clear();
+  int rc = check_kv(kv);
+  if (rc != 0) {
+    return rc;
+  }
+  char what[KV_WHAT_MAX];
+  what_key(what, sizeof what, "update", key);
+  mpiar__kv_entry_t *e = NULL;
+  if ((rc = mpiar__kv_find_key(kv, key, "update", &e)) != 0 ||
+      (rc = step_prepare(kv, e, what)) != 0) {
+    return rc;
+  }
+  if (e->count > 0 && grad == NULL) {
+    return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: the gradient is NULL", what);
+  }
+  sgd_apply(&kv->opt, e, grad);
+  return MPIAR_SUCCESS;
+}
+
 int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad) {
   mpiar__error_clear();
   int rc = check_kv(kv);
