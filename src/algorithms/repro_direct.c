@@ -42,8 +42,9 @@
  *                  2(p-1) (m alpha + B beta)
  *   the segmented ring's port-bound time: the trees of the last segments finish while the
  *   allgather of the earlier ones occupies the ports. Exact where d S gamma <= alpha + S beta;
- *   outside, the simulator gives up to 2.6% more (p <= 64, m = 2 and segments of 256 KiB or more,
- *   where the ring stays port-bound as long as S gamma <= alpha + S beta).
+ *   outside, up to 5% more than the segmented ring in the simulator (p <= 64, 1 to 64 MiB,
+ *   segments of 64 KiB to 4 MiB; the worst cases have two segments per block): the tree of the
+ *   last segment costs d S gamma after its last piece, the ring's chain only S gamma.
  * The simulator's critical path equals both formulas in their regimes for every p, and the time
  * never exceeds the ring's unsegmented or in the exact regime (tests/sim/test_sim_repro.c).
  *
@@ -64,7 +65,7 @@ typedef struct rd {
   size_t n, seg, maxseg, mylen, myoff;
   long *rs_send;  /* per (block, segment): the reduce-scatter send of this rank's piece */
   long *leaf;     /* per (k - 1, segment): the receive of rank r-k's piece of block r */
-  long *done;     /* per (block, segment): the step after which OUTPUT holds it final */
+  long *holds;    /* per (block, segment): the step after which OUTPUT holds it final */
   long *tonext;   /* every message to r+1, in order (tag reuse) */
   long *fromprev; /* every message from r-1, in order */
   size_t nnext, nprev;
@@ -214,7 +215,7 @@ static int reduce_block(rd_t *st) {
     node_t root;
     MPIAR__CHECK(tree(st, 0, pof2, g, &root));
     MPIAR__CHECK(mpiar__sched_mark_final(st->s, root.id));
-    st->done[(size_t)st->r * st->maxseg + g] = root.id;
+    st->holds[(size_t)st->r * st->maxseg + g] = root.id;
   }
 cleanup:
   return rc;
@@ -229,7 +230,7 @@ static int gather(rd_t *st) {
     const size_t sbo = mpiar__block_off(st->n, st->p, sb), sbl = mpiar__block_len(st->n, st->p, sb);
     const size_t rbo = mpiar__block_off(st->n, st->p, rb), rbl = mpiar__block_len(st->n, st->p, rb);
     for (size_t g = 0; g < nsegs(sbl, st->seg); g++, st->nnext++) {
-      const long deps[] = {st->done[(size_t)sb * st->maxseg + g], tag_dep(st->tonext, st->nnext)};
+      const long deps[] = {st->holds[(size_t)sb * st->maxseg + g], tag_dep(st->tonext, st->nnext)};
       MPIAR__STEP(st->tonext[st->nnext],
                   mpiar__sched_send(s, st->next, (int)(st->nnext % MPIAR__TAG_LIMIT),
                                     mpiar__out(sbo + seg_off(g, st->seg)), seg_len(sbl, g, st->seg),
@@ -244,7 +245,7 @@ static int gather(rd_t *st) {
                                         mpiar__out(rbo + seg_off(g, st->seg)),
                                         seg_len(rbl, g, st->seg), deps, 2));
       st->fromprev[st->nprev] = id;
-      st->done[(size_t)rb * st->maxseg + g] = id;
+      st->holds[(size_t)rb * st->maxseg + g] = id;
     }
   }
 cleanup:
@@ -272,14 +273,14 @@ int mpiar__build_repro_direct(mpiar__schedule_t *s) {
   const size_t cells = (size_t)st.p * st.maxseg;
   st.rs_send = malloc(cells * sizeof *st.rs_send);
   st.leaf = malloc(cells * sizeof *st.leaf);
-  st.done = malloc(cells * sizeof *st.done);
+  st.holds = malloc(cells * sizeof *st.holds);
   st.tonext = malloc(cells * sizeof *st.tonext);
   st.fromprev = malloc(cells * sizeof *st.fromprev);
-  if (!st.rs_send || !st.leaf || !st.done || !st.tonext || !st.fromprev) {
+  if (!st.rs_send || !st.leaf || !st.holds || !st.tonext || !st.fromprev) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "repro_direct schedule of %zu segments", cells);
   }
   for (size_t i = 0; i < cells; i++) {
-    st.rs_send[i] = st.done[i] = -1;
+    st.rs_send[i] = st.holds[i] = -1;
   }
   s->scratch_elems = (size_t)(st.p - 1) * st.mylen;
   MPIAR__CHECK(scatter(&st));
@@ -288,7 +289,7 @@ int mpiar__build_repro_direct(mpiar__schedule_t *s) {
 cleanup:
   free(st.rs_send);
   free(st.leaf);
-  free(st.done);
+  free(st.holds);
   free(st.tonext);
   free(st.fromprev);
   return rc;
