@@ -99,6 +99,13 @@ int mpiar__build_repro_direct(mpiar__schedule_t *s);
 int mpiar__build_repro_rabenseifner(mpiar__schedule_t *s);
 double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                                 const mpiar__cost_params_t *c);
+/*
+ * repro_halving (research): the canonical tree evaluated as a weighted recursive halving plus a
+ * Bruck allgather; exactly 2 (p-1)/p n bytes sent per rank and O(log p) messages for every p.
+ */
+int mpiar__build_repro_halving(mpiar__schedule_t *s);
+double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                 const mpiar__cost_params_t *c);
 
 /*
  * The algorithm to run in reproducible mode instead of @p alg (a registry entry or variant, as

@@ -22,7 +22,7 @@ const mpiar__algorithm_t *mpiar__algorithm_reproducible(const mpiar__algorithm_t
   const int flat = b == mpiar__build_ring || b == mpiar__build_rabenseifner ||
                    b == mpiar__build_rabenseifner_fold || b == mpiar__build_recursive_doubling;
   const int canonical = b == mpiar__build_recursive_doubling || b == mpiar__build_repro_direct ||
-                        b == mpiar__build_repro_rabenseifner;
+                        b == mpiar__build_repro_rabenseifner || b == mpiar__build_repro_halving;
   /* Two ranks: every flat builder reduces each element as x0 op x1, the canonical tree. */
   if (order_free(dtype) || canonical || (flat && nranks <= 2)) {
     return alg;

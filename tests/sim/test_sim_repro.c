@@ -10,7 +10,7 @@
  *
  * Modes (argv[1]):
  *   BUILDER   the matrix above for one builder (repro_direct, repro_rabenseifner,
- *             recursive_doubling)
+ *             recursive_doubling, and the research variant repro_halving)
  *   mapped    every registry algorithm through mpiar__algorithm_reproducible(), for every p
  *   cost      bytes sent per rank (2 (p-1)/p n for repro_direct, any p) and the closed forms
  * A second argument "quick" shrinks the matrix (sanitizer builds).
@@ -324,11 +324,13 @@ static void matrix(const mpiar__algorithm_t *alg) {
       {alg, 1000, 1500, MPIAR_FLOAT64, MPIAR_SUM, 0, 0, DATA_WIDE, 7},
   };
   const int linear = (alg->flags & MPIAR__ALG_SEGMENTED) != 0;
+  const int optimal =
+      alg->build == mpiar__build_repro_direct || alg->build == mpiar__build_repro_halving;
   for (int i = 0; i < (linear ? !quick : quick ? 1 : 3); i++) {
     const mpiar__sim_result_t r = run(&k[i]);
-    /* Bytes sent per rank at 1000 ranks (1000 | count): the direct schedule's 2 (p-1)/p n. */
+    /* Bytes sent per rank at 1000 ranks (1000 | count): 2 (p-1)/p n where the builder claims it. */
     const size_t n = k[i].count * mpiar_dtype_size(k[i].dtype), opt = 2 * 999 * (n / 1000);
-    EXPECT(i > 0 || !linear || (r.bytes_sent_max == opt && r.bytes_sent_total == 1000 * opt),
+    EXPECT(i > 0 || !optimal || (r.bytes_sent_max == opt && r.bytes_sent_total == 1000 * opt),
            "%s p=1000 sends %zu max, %zu total; optimum %zu per rank", alg->name, r.bytes_sent_max,
            r.bytes_sent_total, opt);
   }
@@ -425,6 +427,7 @@ static void expect_closed_form(const mpiar__algorithm_t *alg, int p, size_t coun
 static void cost(void) {
   const mpiar__algorithm_t *direct = mpiar__algorithm_find_any("repro_direct");
   const mpiar__algorithm_t *rrab = mpiar__algorithm_find_any("repro_rabenseifner");
+  const mpiar__algorithm_t *halving = mpiar__algorithm_find_any("repro_halving");
   const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
   const mpiar__algorithm_t *rab = mpiar__algorithm_find("rabenseifner");
   /*
@@ -439,6 +442,14 @@ static void cost(void) {
                r.messages_max == (q > 1 ? 2 * (size_t)(q - 1) * (seg ? 3 : 1) : 0),
            "repro_direct p=%d sends %zu max, %zu total, %zu messages max; optimum %zu per rank", q,
            r.bytes_sent_max, r.bytes_sent_total, r.messages_max, opt);
+    /* The weighted halving: optimal bytes for every p, at most 3 ceil(log2 p) messages. */
+    {
+      mpiar__sim_result_t h = timing(halving, q, count, 0, q % 2);
+      EXPECT(h.bytes_sent_max == opt && h.bytes_sent_total == (size_t)q * opt &&
+                 h.messages_max <= 3 * (size_t)mpiar__log2i(q),
+             "repro_halving p=%d sends %zu max, %zu total, %zu messages max; optimum %zu", q,
+             h.bytes_sent_max, h.bytes_sent_total, h.messages_max, opt);
+    }
     /* Rabenseifner's pattern, reordered: the same bytes (optimal for powers of two). */
     {
       mpiar__sim_result_t a = timing(rrab, q, count, 0, 0), b = timing(rab, q, count, 0, 0);
