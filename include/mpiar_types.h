@@ -154,6 +154,27 @@ int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mp
                        mpiar_op_t op);
 
 /**
+ * The result of a reproducible allreduce over @p nranks ranks, computed on one process:
+ * dst[i] = the canonical combination of inputs[0][i], ..., inputs[nranks-1][i].
+ *
+ * The canonical order: with p' the largest power of two <= nranks and rem = nranks - p', the
+ * leaves are y_i = x_{2i} op x_{2i+1} for i < rem and y_i = x_{i+rem} for rem <= i < p'; the
+ * result is the balanced pairwise tree over y_0 .. y_{p'-1}, Y(lo, hi) = Y(lo, mid) op Y(mid, hi)
+ * with mid = (lo + hi) / 2 (for example ((x0 x1) x2)(x3 x4) for 5 ranks). Every "a op b" is
+ * mpiar_reduce_local(dst, a, b, ...) with a first, so the same bits come from those calls made by
+ * hand in that order. MPIAR_AVG is the canonical MPIAR_SUM divided once by nranks in the element
+ * type (f16 and bf16 through f32); with one rank the result is inputs[0] unchanged.
+ *
+ * @p dst may be one of the inputs; no other overlap. Needs no MPI.
+ *
+ * @return MPIAR_SUCCESS, MPIAR_ERR_INVALID_ARG (nranks < 1, bad dtype or op),
+ *         MPIAR_ERR_BAD_DTYPE_OP, MPIAR_ERR_NULL_BUFFER, MPIAR_ERR_NOMEM, or the kernel layer's
+ *         MPIAR_ERR_ENV / MPIAR_ERR_ISA_UNAVAILABLE (bad MPIAR_KERNEL).
+ */
+int mpiar_reduce_canonical(void *dst, const void *const inputs[], int nranks, size_t count,
+                           mpiar_dtype_t dtype, mpiar_op_t op);
+
+/**
  * @return the name of the kernel level in use: "reference", "avx2" or "avx512"; NULL if the
  * kernel layer failed to initialize (mpiar_last_error() says why).
  */

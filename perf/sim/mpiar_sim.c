@@ -47,6 +47,8 @@ static void usage(FILE *out) {
           "  --seed S           input seed (default 1)\n"
           "  --print-schedule   print the schedule of --rank R instead of simulating\n"
           "  --sweep            print the fastest algorithm per (ranks, bytes)\n"
+          "  --reproducible     with --sweep: each algorithm beside its reproducible-mode\n"
+          "                     replacement (for --dtype), and the best of each kind\n"
           "  --sizes LIST       sizes for --sweep (default 1K,4K,...,1G)\n"
           "  --json             print JSON instead of text\n"
           "  --help             this text\n");
@@ -122,7 +124,7 @@ typedef struct opts {
   mpiar__cost_params_t cost;
   mpiar_dtype_t dtype;
   mpiar_op_t op;
-  int in_place, root, data, print, print_rank, sweep, json;
+  int in_place, root, data, print, print_rank, sweep, json, reproducible;
   size_t sizes[32];
   int nsizes;
   unsigned long long seed;
@@ -360,6 +362,93 @@ static int run_sweep(const opts_t *o) {
   return failures ? 1 : 0;
 }
 
+/* Modelled time of one allreduce without data; NAN when skipped or failed (counted). */
+static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
+                         size_t seg, int *failures) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  const double blk = (double)bytes / p, m = seg ? ceil(blk / (double)seg) : 1;
+  if ((seg && m < 2) || (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m > SWEEP_MAX_STEPS) {
+    return NAN;
+  }
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = alg;
+  cfg.nranks = p;
+  cfg.count = bytes / es;
+  cfg.dtype = o->dtype;
+  cfg.op = o->op;
+  cfg.segment_elems = seg / es;
+  cfg.cost = o->cost;
+  cfg.data = 0;
+  cfg.check_hazards = 0;
+  mpiar__sim_result_t res;
+  if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
+            res.ok ? mpiar_last_error() : res.error);
+    (*failures)++;
+    return NAN;
+  }
+  return res.time_s;
+}
+
+/*
+ * --sweep --reproducible: for every registry algorithm (and the ring with each sweep segment),
+ * its time, its reproducible replacement's time and their ratio; then the best of the registry
+ * against the best of the replacements, which is what `auto` costs in each mode.
+ */
+static int run_sweep_repro(const opts_t *o) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
+  const int ncand = mpiar__algorithm_count + (int)NSEG;
+  int failures = 0;
+  printf("# mpiar-sim --sweep --reproducible: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; "
+         "modelled time in us; each algorithm, then its reproducible replacement / its time\n",
+         o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
+         mpiar_op_name(o->op));
+  printf("%6s %6s", "ranks", "bytes");
+  for (int c = 0; c < ncand; c++) {
+    char col[64], nm[32];
+    if (c < mpiar__algorithm_count) {
+      snprintf(col, sizeof col, "%s", mpiar__algorithms[c].name);
+    } else {
+      size_name(sweep_segments[c - mpiar__algorithm_count], nm, sizeof nm);
+      snprintf(col, sizeof col, "ring/seg=%s", nm);
+    }
+    printf(" %28s", col);
+  }
+  printf(" %12s %12s %6s\n", "best", "best repro", "ratio");
+  for (int pi = 0; pi < o->nranks_list; pi++) {
+    const int p = (int)o->ranks[pi];
+    for (int si = 0; si < o->nsizes; si++) {
+      const size_t bytes = o->sizes[si] / es * es;
+      double best = INFINITY, best_repro = INFINITY;
+      char bn[32];
+      size_name(bytes, bn, sizeof bn);
+      printf("%6d %6s", p, bn);
+      for (int c = 0; c < ncand; c++) {
+        const mpiar__algorithm_t *alg = c < mpiar__algorithm_count ? &mpiar__algorithms[c] : ring;
+        const size_t seg =
+            c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
+        const mpiar__algorithm_t *rep = mpiar__algorithm_reproducible(alg, p, o->dtype);
+        const double t = sweep_time(o, alg, p, bytes, seg, &failures);
+        const double tr = rep == alg ? t : sweep_time(o, rep, p, bytes, seg, &failures);
+        char cell[64];
+        if (isnan(t) || isnan(tr)) {
+          snprintf(cell, sizeof cell, "-");
+        } else {
+          snprintf(cell, sizeof cell, "%.2f %s/%.3f", t * 1e6, rep == alg ? "=" : rep->name,
+                   tr / t);
+          best = t < best ? t : best;
+          best_repro = tr < best_repro ? tr : best_repro;
+        }
+        printf(" %28s", cell);
+      }
+      printf(" %12.2f %12.2f %6.3f\n", best * 1e6, best_repro * 1e6, best_repro / best);
+      fflush(stdout);
+    }
+  }
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -466,6 +555,8 @@ int main(int argc, char **argv) {
       o.sweep = 1;
     } else if (strcmp(a, "--json") == 0) {
       o.json = 1;
+    } else if (strcmp(a, "--reproducible") == 0) {
+      o.reproducible = 1;
     } else {
       return usage_error("unknown argument '%s'", a);
     }
@@ -494,7 +585,10 @@ int main(int argc, char **argv) {
         o.sizes[o.nsizes++] = b;
       }
     }
-    return run_sweep(&o);
+    return o.reproducible ? run_sweep_repro(&o) : run_sweep(&o);
+  }
+  if (o.reproducible) {
+    return usage_error("%s", "--reproducible goes with --sweep");
   }
   if (o.algorithm == NULL || o.nranks_list == 0 || !o.have_bytes) {
     return usage_error("%s", "--algorithm, --ranks and --bytes are required (or --sweep)");

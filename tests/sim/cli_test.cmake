@@ -26,6 +26,17 @@ if(NOT ERR MATCHES "usage: mpiar-sim")
   message(FATAL_ERROR "usage error without usage text: ${ERR}")
 endif()
 run(0 --help)
+run(2 --reproducible --algorithm ring --ranks 4 --bytes 1K)
+
+# Reproducible mode: each algorithm beside its replacement (ring -> repro_direct at 3 ranks).
+run(0 --sweep --reproducible --ranks 3 --sizes 64K)
+if(NOT OUT MATCHES "repro_direct/1.000" OR NOT OUT MATCHES "repro_rabenseifner/")
+  message(FATAL_ERROR "reproducible sweep: ${OUT}")
+endif()
+run(0 --algorithm repro_direct --ranks 5 --bytes 10K --segment 1K --in-place --dtype bf16)
+if(NOT OUT MATCHES "checks +ok")
+  message(FATAL_ERROR "repro_direct: ${OUT}")
+endif()
 
 run(0 --algorithm ring --ranks 8 --bytes 1M --json)
 foreach(field algorithm ranks bytes time_s messages bytes_sent_max ok)
