@@ -118,11 +118,18 @@ typedef struct mpiar_kv_options {
    * identical calls on every worker, and a mismatch may hang or fail inside the allreduce.
    */
   int verify;
+  /**
+   * Reproducible reductions (see the README): 1 on, 0 off, -1 (default) = MPIAR_REPRODUCIBLE.
+   * On, every element is the canonical combination of the workers' values whatever the
+   * algorithm, fusion, piece size or path (pushpull, batch, async), so the store no longer needs
+   * to force Rabenseifner for fused and per-key results to agree.
+   */
+  int reproducible;
 } mpiar_kv_options_t;
 
 /** Default options: automatic fusion threshold, sum, automatic algorithm, verified calls. */
 #define MPIAR_KV_OPTIONS_INIT \
-  { sizeof(mpiar_kv_options_t), MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1 }
+  { sizeof(mpiar_kv_options_t), MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1, -1 }
 
 /** The default options, as a function. */
 static inline mpiar_kv_options_t mpiar_kv_options_init(void) {

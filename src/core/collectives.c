@@ -147,10 +147,18 @@ static size_t segment_elems(size_t seg_bytes, size_t count, size_t es, int nrank
   return seg > floor ? seg : floor;
 }
 
-/* The registry index of an algorithm (allreduce and broadcast registries, then variants). */
+/*
+ * The registry index of an algorithm, for the argument check: allreduce and broadcast entries by
+ * their position (the collective is another field), research variants (reproducible mode) after
+ * the registry.
+ */
 static uint64_t algorithm_index(const mpiar__algorithm_t *alg) {
   if (alg >= mpiar__algorithms && alg < mpiar__algorithms + mpiar__algorithm_count) {
     return (uint64_t)(alg - mpiar__algorithms);
+  }
+  if (alg >= mpiar__algorithm_variants &&
+      alg < mpiar__algorithm_variants + mpiar__algorithm_variant_count) {
+    return (uint64_t)mpiar__algorithm_count + (uint64_t)(alg - mpiar__algorithm_variants);
   }
   if (alg >= mpiar__bcast_algorithms &&
       alg < mpiar__bcast_algorithms + mpiar__bcast_algorithm_count) {
@@ -179,6 +187,7 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   const mpiar__algorithm_t *alg = NULL;
   size_t seg_bytes = 0;
   int in_place = 1;
+  int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
   if (c->coll == MPIAR__COLL_BCAST) {
     if (c->root < 0 || c->root >= ctx->size) {
       rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
@@ -189,18 +198,26 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   } else {
     in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
     int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
-                    c->opts.segment_bytes == 0;
+                    c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
+                    set->segment_bytes == 0;
     if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
-        ctx->last_choice.elem_size == es) {
+        ctx->last_choice.elem_size == es && ctx->last_choice.reproducible == reproducible &&
+        (!reproducible || ctx->last_choice.dtype == c->dtype)) {
       alg = ctx->last_choice.alg;
       seg_bytes = ctx->last_choice.segment_bytes;
     } else {
-      rc = mpiar__select(set, c->opts.algorithm, c->opts.segment_bytes, bytes, es, ctx->size, &alg,
-                         &seg_bytes);
+      if (automatic && reproducible) {
+        mpiar__select_reproducible(bytes, c->dtype, ctx->size, &alg, &seg_bytes);
+      } else {
+        rc = mpiar__select(set, c->opts.algorithm, c->opts.segment_bytes, bytes, es, ctx->size,
+                           &alg, &seg_bytes);
+      }
       if (rc == MPIAR_SUCCESS && automatic) {
         ctx->last_choice.valid = 1;
         ctx->last_choice.bytes = bytes;
         ctx->last_choice.elem_size = es;
+        ctx->last_choice.reproducible = reproducible;
+        ctx->last_choice.dtype = c->dtype;
         ctx->last_choice.alg = alg;
         ctx->last_choice.segment_bytes = seg_bytes;
       }
@@ -208,6 +225,11 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   }
   if (rc != MPIAR_SUCCESS) {
     goto fail;
+  }
+  if (reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
+    /* The canonical order whatever was selected: the algorithm or its reproducible replacement
+     * (which keeps the segment size). */
+    alg = mpiar__algorithm_reproducible(alg, ctx->size, c->dtype);
   }
   mpiar__plan_key_t key = {
       .coll = c->coll,

@@ -160,6 +160,8 @@ typedef struct mpiar__context {
   struct {
     int valid;
     size_t bytes, elem_size;
+    int reproducible;
+    mpiar_dtype_t dtype;
     const mpiar__algorithm_t *alg;
     size_t segment_bytes;
   } last_choice;
@@ -372,6 +374,10 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
 int mpiar__select(const mpiar__settings_t *set, const char *requested,
                   size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
                   const mpiar__algorithm_t **alg, size_t *segment_bytes);
+
+/* The automatic choice in reproducible mode: the cheapest reproducible replacement. */
+void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
+                                const mpiar__algorithm_t **alg, size_t *segment_bytes);
 
 /* Broadcast selection: per-call name, else the cheapest under the cost model. */
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,

@@ -388,6 +388,8 @@ static void check_describe(const uint64_t *acc, int f, char *buf, size_t len, in
     snprintf(buf, len, "%s", mpiar_op_name((mpiar_op_t)v));
   } else if (f == 5 && v < (uint64_t)mpiar__algorithm_count) {
     snprintf(buf, len, "%s", mpiar__algorithms[v].name);
+  } else if (f == 5 && v < (uint64_t)(mpiar__algorithm_count + mpiar__algorithm_variant_count)) {
+    snprintf(buf, len, "%s", mpiar__algorithm_variants[v - (uint64_t)mpiar__algorithm_count].name);
   } else if (f == 0) {
     snprintf(buf, len, "%s", v == MPIAR__COLL_BCAST ? "bcast" : "allreduce");
   } else if (f == 7 && v == UINT64_MAX) {

@@ -50,14 +50,22 @@ int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
                       names);
 }
 
-/* The cheapest registry entry for (bytes, p) under the model, with its best segment size. */
-static void model_choice(size_t bytes, size_t elem_size, int nranks, const mpiar__algorithm_t **alg,
+/*
+ * The cheapest registry entry for (bytes, p) under the model, with its best segment size. With
+ * @p reproducible, each entry is costed as the algorithm that would run in its place (its
+ * reproducible replacement for @p dtype), and that replacement is the choice.
+ */
+static void model_choice(size_t bytes, size_t elem_size, int nranks, int reproducible,
+                         mpiar_dtype_t dtype, const mpiar__algorithm_t **alg,
                          size_t *segment_bytes) {
   double best = INFINITY;
   *alg = &mpiar__algorithms[0];
   *segment_bytes = 0;
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__algorithms[i];
+    if (reproducible) {
+      a = mpiar__algorithm_reproducible(a, nranks, dtype);
+    }
     size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED)
                       ? sizeof segment_candidates / sizeof segment_candidates[0]
                       : 1;
@@ -72,6 +80,11 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks, const mpiar
       }
     }
   }
+}
+
+void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
+                                const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+  model_choice(bytes, mpiar_dtype_size(dtype), nranks, 1, dtype, alg, segment_bytes);
 }
 
 static int unknown(const char *requested) {
@@ -109,7 +122,7 @@ int mpiar__select(const mpiar__settings_t *set, const char *requested,
     *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
     return MPIAR_SUCCESS;
   }
-  model_choice(bytes, elem_size, nranks, alg, segment_bytes);
+  model_choice(bytes, elem_size, nranks, 0, MPIAR_FLOAT32, alg, segment_bytes);
   if (requested_segment_bytes) {
     *segment_bytes = requested_segment_bytes;
   } else if (env_segment && ((*alg)->flags & MPIAR__ALG_SEGMENTED)) {

@@ -253,10 +253,21 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
    * buffer. Rabenseifner combines every element along the same rank tree, so the store uses it
    * for floating data on three or more workers unless the caller names an algorithm.
    */
+  const mpiar__settings_t *settings = NULL;
+  if (local == 0) {
+    local = mpiar__settings(&settings);
+  }
+  int reproducible = o.reproducible >= 0 ? o.reproducible : (settings ? settings->reproducible : 0);
+  if (o.reproducible < -1 || o.reproducible > 1) {
+    local = mpiar__error(MPIAR_ERR_INVALID_ARG,
+                         "mpiar_kv_create: reproducible must be -1, 0 or 1, not %d", o.reproducible);
+  }
+  kv->ar.reproducible = reproducible;
   kv->ar_float = kv->ar;
   /* On one or two workers every algorithm reduces each element as x0 op x1: the automatic
-   * choice keeps fused and per-key results equal there. */
-  if (o.algorithm == NULL && kv->size > 2) {
+   * choice keeps fused and per-key results equal there. In reproducible mode every algorithm
+   * reduces in the canonical order, which does not depend on the position either. */
+  if (o.algorithm == NULL && kv->size > 2 && !reproducible) {
     kv->ar_float.algorithm = "rabenseifner";
   }
   /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
@@ -269,6 +280,7 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   uint64_t h = mpiar__kv_hash_add(MPIAR__KV_CREATE, kv->fusion_bytes);
   h = mpiar__kv_hash_add(h, (uint64_t)kv->op);
   h = mpiar__kv_hash_add(h, (uint64_t)kv->verify);
+  h = mpiar__kv_hash_add(h, (uint64_t)kv->ar.reproducible);
   h = hash_string(h, kv->algorithm);
   MPIAR__CHECK(mpiar__kv_agree(kv, local, h, "mpiar_kv_create (options)", 0));
   *out = kv;
