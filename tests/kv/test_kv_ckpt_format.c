@@ -4,7 +4,8 @@
  * 1/8 steps detected as MPIAR_ERR_CORRUPT; a missing file, bad magic, other version and extra
  * bytes; an atomic save that leaves no temporary file and replaces the old file whole; a save
  * whose process is killed half-way leaves the previous checkpoint intact and its temporary file
- * is gone after the next save; a save running in another process makes a second one fail.
+ * is gone after the next save; a save running in another process makes a second one fail. With
+ * a directory argument, the fuzz target's seed checkpoints are read too.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -236,7 +237,36 @@ static void check_interrupted_saves(const char *path, mpiar__kv_entry_t *const *
   mpiar__kv_entry_free(big);
 }
 
-int main(void) {
+/*
+ * The fuzz target's seed checkpoints (tests/fuzz/corpus/ckpt_read, written by
+ * tests/fuzz/make_seeds.py): those named valid-* must load, bad-* must be refused as damaged, so
+ * that the seeds follow the format when it changes.
+ */
+static void check_seeds(const char *seeds) {
+  DIR *d = opendir(seeds);
+  KV_EXPECT(d != NULL, "opendir %s", seeds);
+  int nvalid = 0, nbad = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", seeds, de->d_name);
+    if (strncmp(de->d_name, "valid-", 6) == 0) {
+      KV_EXPECT(read_rc(p) == MPIAR_SUCCESS, "seed %s: %s", p, mpiar_last_error());
+      nvalid++;
+    } else if (strncmp(de->d_name, "bad-", 4) == 0) {
+      KV_EXPECT(read_rc(p) == MPIAR_ERR_CORRUPT, "seed %s is not refused as damaged", p);
+      nbad++;
+    }
+  }
+  closedir(d);
+  KV_EXPECT(nvalid > 0 && nbad > 0, "no seeds in %s", seeds);
+  printf("%d valid and %d damaged seed checkpoints read as such\n", nvalid, nbad);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    check_seeds(argv[1]);
+  }
   snprintf(dir, sizeof dir, "/tmp/mpiar_kv_ckpt_XXXXXX");
   KV_EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
   char path[320], bad[320];
