@@ -2,25 +2,21 @@
 # PASS_REGULAR_EXPRESSION alone ignores the exit code, and WILL_FAIL accepts any failure.
 #
 #   cmake [-DEXPECT_RC=n] [-DMATCH0=regex ... -DMATCH9=regex] [-DNO_MATCH0=regex ...]
-#         [-DWORKDIR=dir] -P check_run.cmake -- COMMAND [ARGS...]
+#         [-DWORKDIR=dir] -DNARGS=n -DARG0=command -DARG1=argument ... -P check_run.cmake
 #
-# EXPECT_RC defaults to 0. Every MATCHn must match the output, no NO_MATCHn may. The output is
-# echoed, so that CTest's log shows it.
+# The command comes in ARG0 .. ARG<NARGS-1> (cmake reads some words as options of its own even
+# after "--", so it is not passed as trailing arguments). EXPECT_RC defaults to 0. Every MATCHn
+# must match the output, no NO_MATCHn may. The output is echoed, so that CTest's log shows it.
 cmake_minimum_required(VERSION 3.18)
 
 set(cmd "")
-set(in_cmd FALSE)
-math(EXPR last "${CMAKE_ARGC} - 1")
-foreach(i RANGE ${last})
-  if(in_cmd)
-    list(APPEND cmd "${CMAKE_ARGV${i}}")
-  elseif(CMAKE_ARGV${i} STREQUAL "--")
-    set(in_cmd TRUE)
-  endif()
-endforeach()
-if(NOT cmd)
-  message(FATAL_ERROR "check_run.cmake: no command after --")
+if(NOT NARGS OR NARGS LESS 1)
+  message(FATAL_ERROR "check_run.cmake: no command (-DNARGS=n -DARG0=...)")
 endif()
+math(EXPR last "${NARGS} - 1")
+foreach(i RANGE ${last})
+  list(APPEND cmd "${ARG${i}}")
+endforeach()
 if(NOT DEFINED EXPECT_RC)
   set(EXPECT_RC 0)
 endif()
