@@ -178,7 +178,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   list_algorithms(names, sizeof names);
   char alg_help[512];
   snprintf(alg_help, sizeof alg_help,
-           "algorithms to compare, in order: %s\n"
+           "algorithms to compare, in order, from\n"
+           "%s\n"
            "(auto: mpiar's own choice, mpi: MPI_Allreduce); default all of\n"
            "them (mpi is left out for float16 and bfloat16, which MPI lacks).\n"
            "For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.",

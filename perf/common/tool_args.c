@@ -12,7 +12,7 @@
 #include "core/common.h"
 
 /* Left column of --help: options are padded to this width, longer ones get a line of their own. */
-#define HELP_COLUMN 26
+#define HELP_COLUMN 20
 
 int tool_parse_size(const char *text, size_t *out) {
   return mpiar__parse_size(text, out);
