@@ -80,7 +80,17 @@ void mpiar__kv_entry_free(mpiar__kv_entry_t *e);
 #define MPIAR__CKPT_RECORD_BYTES 40u
 #define MPIAR__CKPT_TRAILER_BYTES 4u
 
-/* Write the entries to @p path atomically (temporary file, fsync, rename, fsync of the directory).
+/*
+ * The temporary file of a save is path + this suffix, locked exclusively (flock) while the save
+ * runs. A save interrupted by the death of its process leaves it unlocked, and the next save to
+ * the same path reuses and removes it; a save that finds it locked fails with MPIAR_ERR_IO.
+ */
+#define MPIAR__CKPT_TMP_SUFFIX ".tmp"
+
+/*
+ * Write the entries to @p path atomically: the locked temporary file above, fsync, rename,
+ * fsync of the directory. On failure the file under @p path is untouched and the temporary file
+ * is removed.
  */
 int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n);
 
