@@ -5,8 +5,11 @@
  * ranks than cores a barrier's busy-polling rank holds its core until the scheduler preempts it
  * (a whole tick), and that tick would be measured. Here each method runs blocks of K calls in a
  * row with one barrier per block; the time per call is the block time / K, the median over
- * blocks, the max over ranks. Methods alternate block by block (mpiar auto, each wait policy,
- * MPI_Allreduce), so drift hits all alike.
+ * blocks, the max over ranks. Methods alternate block by block, so drift hits all alike:
+ * the blocking call (with the wait policy of MPIAR_WAIT, and spinning), a persistent request
+ * (start + wait: no selection, no plan lookup, no allocation), a nonblocking call + wait, the
+ * blocking call with the argument check (MPIAR_CHECK) and in reproducible mode, and
+ * MPI_Allreduce.
  *
  * Usage: mpiexec -n P mpiar-latency [-s BYTES] [-k CALLS] [-r BLOCKS] (--help for more)
  */
@@ -72,8 +75,9 @@ int main(int argc, char **argv) {
       .usage = "mpiexec -n P mpiar-latency [options]",
       .about = "Back-to-back float32 sums, for nodes with more ranks than cores: blocks of CALLS\n"
                "calls with one barrier per block, methods alternating block by block (mpiar\n"
-               "with the wait policy of MPIAR_WAIT, mpiar spinning, MPI_Allreduce). Reported:\n"
-               "the median over blocks of the time per call, the slowest rank's.",
+               "with the wait policy of MPIAR_WAIT, mpiar spinning, a persistent request,\n"
+               "a nonblocking call, the argument check, reproducible mode, MPI_Allreduce).\n"
+               "Reported: the median over blocks of the time per call, the slowest rank's.",
       .epilogue = "The sums are checked; exit code 1 if any element is wrong.",
       .args = args,
       .nargs = (int)(sizeof args / sizeof args[0]),
@@ -101,7 +105,7 @@ int main(int argc, char **argv) {
   }
   size_t count = bytes / sizeof(float);
   float *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
-  double *t = calloc((size_t)(3 * blocks), sizeof *t); /* 3 methods, see below */
+  double *t = calloc((size_t)(7 * blocks), sizeof *t); /* 7 methods, see below */
   int have = in != NULL && out != NULL && t != NULL;
   MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!have) {
@@ -117,10 +121,15 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < count; i++) {
     in[i] = (float)(rank + 1);
   }
-  /* Methods: 0 mpiar with MPIAR_WAIT as set (auto by default), 1 mpiar spinning, 2 MPI. */
-  enum { NMETHODS = 3 };
-  static const char *names[NMETHODS] = {"mpiar (wait policy from MPIAR_WAIT, default auto)",
-                                        "mpiar, spinning (MPIAR_WAIT=spin)", "MPI_Allreduce"};
+  /* Methods (alternating block by block): see the names. */
+  enum { NMETHODS = 7, MPI_METHOD = 6 };
+  static const char *names[NMETHODS] = {"mpiar_allreduce (wait policy of MPIAR_WAIT: auto)",
+                                        "mpiar_allreduce, spinning (MPIAR_WAIT=spin)",
+                                        "persistent: mpiar_start + mpiar_wait",
+                                        "mpiar_iallreduce + mpiar_wait",
+                                        "mpiar_allreduce with the argument check",
+                                        "mpiar_allreduce, reproducible mode",
+                                        "MPI_Allreduce"};
   MPI_Comm comms[2];
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
@@ -136,13 +145,46 @@ int main(int argc, char **argv) {
     spin->yield = 0;
     mpiar__context_leave(spin);
   }
+  mpiar_request_t persistent = MPIAR_REQUEST_NULL;
+  mpiar_options_t checked = MPIAR_OPTIONS_INIT, reproducible = MPIAR_OPTIONS_INIT;
+  checked.check = 1;
+  reproducible.reproducible = 1;
+  if (mpiar_allreduce_init(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL,
+                           &persistent) != MPIAR_SUCCESS) {
+    fprintf(stderr, "mpiar-latency: %s\n", mpiar_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   for (long b = -1; b < blocks; b++) { /* block -1 warms up */
     for (int m = 0; m < NMETHODS; m++) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       for (long c = 0; c < calls; c++) {
-        int rc = m < 2 ? mpiar_allreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[m])
-                       : MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int rc;
+        mpiar_request_t r;
+        switch (m) {
+        case 0:
+        case 1:
+          rc = mpiar_allreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[m]);
+          break;
+        case 2:
+          rc = mpiar_start(&persistent);
+          rc = rc ? rc : mpiar_wait(&persistent);
+          break;
+        case 3:
+          rc = mpiar_iallreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL, &r);
+          rc = rc ? rc : mpiar_wait(&r);
+          break;
+        case 4:
+          rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], &checked);
+          break;
+        case 5:
+          rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0],
+                                  &reproducible);
+          break;
+        default:
+          rc = MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          break;
+        }
         if (rc != 0) {
           fprintf(stderr, "mpiar-latency: rank %d: error %d %s\n", rank, rc, mpiar_last_error());
           MPI_Abort(MPI_COMM_WORLD, 1);
@@ -154,6 +196,7 @@ int main(int argc, char **argv) {
       }
     }
   }
+  mpiar_request_free(&persistent);
   /* Every method left the same exact sum (small integers) in `out`: check the last one, and
    * mpiar's once more, so that a fast wrong answer cannot pass unnoticed. */
   int bad = 0;
@@ -177,7 +220,8 @@ int main(int argc, char **argv) {
            "time per call\n",
            size, count * sizeof(float), blocks, calls);
     for (int m = 0; m < NMETHODS; m++) {
-      printf("%-52s %12.2f us  %8.4fx MPI time\n", names[m], med[m] * 1e6, med[m] / med[2]);
+      printf("%-52s %12.2f us  %8.4fx MPI time  %8.4fx mpiar_allreduce\n", names[m],
+             med[m] * 1e6, med[m] / med[MPI_METHOD], med[m] / med[0]);
     }
   }
   if (bad && rank == 0) {
