@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The two entry points of the README, for a fresh Debian machine:
 #   ./run.sh bench   install what is missing, build, run the main job (mpiar-bench on 2 ranks)
-#   ./run.sh test    install what is missing, build, run the whole test suite, then run it again
-#                    built with AddressSanitizer and UndefinedBehaviorSanitizer
+#   ./run.sh test    install what is missing, build with warnings as errors, run the whole test
+#                    suite (with the libFuzzer targets, built with clang), then run it again built
+#                    with AddressSanitizer and UndefinedBehaviorSanitizer
 # Options come from the environment: BUILD_DIR (default build), RESULTS_DIR (default results),
 # JOBS (default: the number of CPUs), CMAKE_ARGS (extra arguments for cmake), SANITIZE=0 (skip
 # the sanitizer pass).
@@ -20,7 +21,8 @@ RESULTS_DIR=${RESULTS_DIR:-results}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Debian packages the build, the tests and the plots need.
-packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind)
+packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind
+  clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -40,8 +42,13 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# The test command builds with warnings as errors, as CI does.
+werror=()
+if [ "$mode" = test ]; then
+  werror=(-DMPIAR_WERROR=ON)
+fi
 # shellcheck disable=SC2086
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${werror[@]}" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 if [ "$mode" = test ]; then
@@ -52,7 +59,7 @@ if [ "$mode" = test ]; then
   if [ "${SANITIZE:-1}" != 0 ]; then
     # shellcheck disable=SC2086
     cmake -S . -B "$BUILD_DIR-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DMPIAR_SANITIZE=address,undefined ${CMAKE_ARGS:-}
+      -DMPIAR_SANITIZE=address,undefined -DMPIAR_WERROR=ON ${CMAKE_ARGS:-}
     cmake --build "$BUILD_DIR-sanitize" -j "$JOBS"
     cd "$BUILD_DIR-sanitize"
     ASAN_OPTIONS=detect_leaks=0 exec ctest --output-on-failure -j "$JOBS"

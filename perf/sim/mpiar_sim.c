@@ -12,152 +12,13 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
-#include "core/common.h"
+#include "common/tool.h"
 #include "sim/sim.h"
-
-static void usage(FILE *out) {
-  fprintf(out, "usage: mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
-               "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
-               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
-               "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
-               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]\n"
-               "options:\n"
-               "  --algorithm A      allreduce:");
-  for (int i = 0; i < mpiar__algorithm_count; i++) {
-    fprintf(out, " %s", mpiar__algorithms[i].name);
-  }
-  for (int i = 0; i < mpiar__algorithm_variant_count; i++) {
-    fprintf(out, " %s", mpiar__algorithm_variants[i].name);
-  }
-  fprintf(out, "; bcast:");
-  for (int i = 0; i < mpiar__bcast_algorithm_count; i++) {
-    fprintf(out, " %s", mpiar__bcast_algorithms[i].name);
-  }
-  fprintf(out,
-          "\n"
-          "  --collective C     allreduce (default) or bcast\n"
-          "  --ranks P          number of ranks (1..1048576); --sweep takes a list\n"
-          "  --bytes N          message size in bytes (K, M, G suffixes: powers of 1024)\n"
-          "  --segment S        ring segment size in bytes (default: no segmentation)\n"
-          "  --alpha SEC        seconds per message (default 2e-6)\n"
-          "  --beta SEC         seconds per byte sent (default 1e-10)\n"
-          "  --gamma SEC        seconds per byte reduced (default 5e-11)\n"
-          "  --nodes N          two levels: N nodes (with --ppn or --node-sizes)\n"
-          "  --ppn K            ranks per node\n"
-          "  --node-sizes LIST  ranks of each node, e.g. 4,4,2 (uneven nodes)\n"
-          "  --placement PL     block (default), roundrobin, or random (shuffled by --seed)\n"
-          "  --map LIST         the node of each rank, e.g. 0,0,1,1,0 (instead of the above)\n"
-          "  --alpha-inter SEC  seconds per message between nodes (default: --alpha)\n"
-          "  --beta-inter SEC   seconds per byte between nodes, per node port (default: --beta)\n"
-          "  --dtype T          element type (default float32)\n"
-          "  --op O             reduction (default sum)\n"
-          "  --in-place         reduce in place\n"
-          "  --root R           broadcast root (default 0)\n"
-          "  --data / --no-data move and check real data (default: when ranks x bytes <= 256M)\n"
-          "  --seed S           input seed (default 1)\n"
-          "  --print-schedule   print the schedule of --rank R instead of simulating\n"
-          "  --sweep            print the fastest algorithm per (ranks, bytes)\n"
-          "  --sizes LIST       sizes for --sweep and the topology table (default 1K,4K,...,1G)\n"
-          "  --json             print JSON instead of text\n"
-          "  --help             this text\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "mpiar-sim: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
-  usage(stderr);
-  return 2;
-}
-
-static int parse_double(const char *s, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0) {
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* Parse a comma-separated list; sizes use the K/M/G grammar. @return count or -1. */
-static int parse_list(const char *s, size_t *vals, int max, int sizes) {
-  char buf[1024];
-  if (strlen(s) >= sizeof buf) {
-    return -1;
-  }
-  strcpy(buf, s);
-  int n = 0;
-  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-    size_t v;
-    long l;
-    if (n == max) {
-      return -1;
-    }
-    if (sizes) {
-      if (mpiar__parse_size(tok, &v) != 0) {
-        return -1;
-      }
-    } else {
-      if (parse_int(tok, 1, 1 << 20, &l) != 0) {
-        return -1;
-      }
-      v = (size_t)l;
-    }
-    vals[n++] = v;
-  }
-  return n;
-}
-
-/* Parse a comma-separated list of integers in [lo, hi] into a new array. @return count or -1. */
-static int parse_int_list(const char *s, long lo, long hi, int **out) {
-  char *buf = strdup(s);
-  int n = 0, cap = 0, *v = NULL;
-  if (buf == NULL) {
-    return -1;
-  }
-  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-    long l;
-    if (parse_int(tok, lo, hi, &l) != 0) {
-      n = -1;
-      break;
-    }
-    if (n == cap) {
-      cap = cap ? 2 * cap : 64;
-      int *nv = realloc(v, (size_t)cap * sizeof *nv);
-      if (nv == NULL) {
-        n = -1;
-        break;
-      }
-      v = nv;
-    }
-    v[n++] = (int)l;
-  }
-  free(buf);
-  if (n <= 0) {
-    free(v);
-    return -1;
-  }
-  *out = v;
-  return n;
-}
 
 typedef struct opts {
   const char *algorithm;
   int bcast;
-  size_t ranks[16];
+  long ranks[16];
   int nranks_list;
   size_t bytes;
   int have_bytes;
@@ -165,24 +26,41 @@ typedef struct opts {
   mpiar__cost_params_t cost;
   mpiar_dtype_t dtype;
   mpiar_op_t op;
-  int in_place, root, data, print, print_rank, sweep, json;
+  int in_place, data, print, sweep, json, reproducible;
+  long root, print_rank;
   size_t sizes[32];
   int nsizes;
-  unsigned long long seed;
-  /* Topology: --nodes with --ppn or --node-sizes, or --map. */
-  int nodes, ppn, placement; /* placement: 0 block, 1 round-robin, 2 random */
-  int *node_sizes, nnode_sizes;
-  int *map, nmap;
-  int have_alpha_inter, have_beta_inter;
+  long seed;
+  /* Two levels: --nodes with --ppn or --node-sizes, or --map (lists in node_size_list, map_list).
+   */
+  long nodes, ppn;
+  int placement; /* 0 block, 1 round-robin, 2 random */
+  int nnode_sizes, nmap;
+  int have_nodes, have_ppn, have_alpha_inter, have_beta_inter, rank_given;
   mpiar__topology_t topo;
   int have_topo;
 } opts_t;
 
-static const char *placement_names[] = {"block", "roundrobin", "random"};
+#define MAX_NODE_LIST 4096
+#define MAX_MAP 65536
+static long node_size_list[MAX_NODE_LIST];
+static long map_list[MAX_MAP];
+
+static const char *const placement_names[] = {"block", "roundrobin", "random"};
+
+static int parse_placement(const char *value, void *dest, char *err, size_t errlen) {
+  for (int k = 0; k < 3; k++) {
+    if (strcmp(value, placement_names[k]) == 0) {
+      *(int *)dest = k;
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "unknown placement '%s' (block, roundrobin or random)", value);
+  return -1;
+}
 
 /* Ranks shuffled over nodes of the given sizes (a random rank -> node map). */
-static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes,
-                           unsigned long long seed) {
+static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes, long seed) {
   int p = 0;
   for (int i = 0; i < nnodes; i++) {
     p += sizes[i];
@@ -196,7 +74,7 @@ static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes,
       label[r++] = i;
     }
   }
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
   for (int r = p - 1; r > 0; r--) {
     x ^= x << 13;
     x ^= x >> 7;
@@ -210,101 +88,71 @@ static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes,
   return rc;
 }
 
-static const char *topology_options[] = {"--alpha-inter", "--beta-inter", "--nodes",    "--ppn",
-                                         "--node-sizes",  "--map",        "--placement"};
-
-static int is_topology_option(const char *a) {
-  for (size_t i = 0; i < sizeof topology_options / sizeof topology_options[0]; i++) {
-    if (strcmp(a, topology_options[i]) == 0) {
-      return 1;
-    }
+/* The node sizes the options give: --node-sizes, or --nodes x --ppn. NULL after an error. */
+static int *node_sizes(const opts_t *o, const tool_spec_t *spec, int *nnodes) {
+  if (o->nnode_sizes > 0 && (o->have_ppn || (o->have_nodes && o->nodes != o->nnode_sizes))) {
+    tool_usage_error(spec, "--node-sizes gives the nodes: drop --ppn, and --nodes must match "
+                           "its length");
+    return NULL;
   }
-  return 0;
+  if (o->nnode_sizes == 0 && !(o->have_nodes && o->have_ppn)) {
+    tool_usage_error(spec, "--nodes needs --ppn (or --node-sizes)");
+    return NULL;
+  }
+  *nnodes = o->nnode_sizes > 0 ? o->nnode_sizes : (int)o->nodes;
+  int *sizes = malloc((size_t)*nnodes * sizeof *sizes);
+  if (sizes == NULL) {
+    tool_usage_error(spec, "no memory for %d nodes", *nnodes);
+    return NULL;
+  }
+  for (int i = 0; i < *nnodes; i++) {
+    sizes[i] = o->nnode_sizes > 0 ? (int)node_size_list[i] : (int)o->ppn;
+  }
+  return sizes;
 }
 
-/* One of topology_options with its value. @return 0, or 2 after a usage error. */
-static int parse_topology_option(opts_t *o, const char *a, const char *v) {
-  long l;
-  if (strcmp(a, "--alpha-inter") == 0 || strcmp(a, "--beta-inter") == 0) {
-    const int is_alpha = a[2] == 'a';
-    if (parse_double(v, is_alpha ? &o->cost.alpha_inter : &o->cost.beta_inter) != 0) {
-      return usage_error("'%s' is not a non-negative number of seconds", v);
+/*
+ * Build o->topo from the topology options, if any, and make --ranks agree with it.
+ * @return -1 to go on, else the exit code (after a usage error).
+ */
+static int build_topology(opts_t *o, const tool_spec_t *spec) {
+  int rc;
+  const int wants = o->have_nodes || o->have_ppn || o->nnode_sizes > 0;
+  if (o->nmap > 0) {
+    if (wants) {
+      return tool_usage_error(spec, "--map replaces --nodes, --ppn and --node-sizes");
     }
-    *(is_alpha ? &o->have_alpha_inter : &o->have_beta_inter) = 1;
-  } else if (strcmp(a, "--nodes") == 0 || strcmp(a, "--ppn") == 0) {
-    if (parse_int(v, 1, 1 << 20, &l) != 0) {
-      return usage_error("'%s' is not a count in 1..1048576", v);
+    int *label = malloc((size_t)o->nmap * sizeof *label);
+    if (label == NULL) {
+      return tool_usage_error(spec, "no memory for a map of %d ranks", o->nmap);
     }
-    *(a[2] == 'n' ? &o->nodes : &o->ppn) = (int)l;
-  } else if (strcmp(a, "--node-sizes") == 0) {
-    free(o->node_sizes);
-    o->nnode_sizes = parse_int_list(v, 1, 1 << 20, &o->node_sizes);
-    if (o->nnode_sizes <= 0) {
-      o->node_sizes = NULL;
-      return usage_error("--node-sizes '%s' is not a list of rank counts", v);
+    for (int r = 0; r < o->nmap; r++) {
+      label[r] = (int)map_list[r];
     }
-  } else if (strcmp(a, "--map") == 0) {
-    free(o->map);
-    o->nmap = parse_int_list(v, 0, 1 << 30, &o->map);
-    if (o->nmap <= 0) {
-      o->map = NULL;
-      return usage_error("--map '%s' is not a list of node numbers", v);
+    rc = mpiar__topology_from_map(&o->topo, o->nmap, label);
+    free(label);
+  } else if (wants) {
+    int nnodes = 0, *sizes = node_sizes(o, spec, &nnodes);
+    if (sizes == NULL) {
+      return TOOL_EXIT_USAGE;
     }
+    rc = o->placement == 2
+             ? random_topology(&o->topo, nnodes, sizes, o->seed)
+             : mpiar__topology_uneven(&o->topo, nnodes, sizes, (mpiar__placement_t)o->placement);
+    free(sizes);
   } else {
-    o->placement = -1;
-    for (int k = 0; k < 3; k++) {
-      if (strcmp(v, placement_names[k]) == 0) {
-        o->placement = k;
-      }
-    }
-    if (o->placement < 0) {
-      return usage_error("unknown placement '%s' (block, roundrobin or random)", v);
-    }
-  }
-  return 0;
-}
-
-/* Build o->topo from the topology options, if any. @return 0, or 2 after a usage error. */
-static int build_topology(opts_t *o) {
-  int rc = MPIAR_SUCCESS;
-  if (o->map != NULL) {
-    if (o->nodes || o->ppn || o->node_sizes) {
-      return usage_error("%s", "--map replaces --nodes, --ppn and --node-sizes");
-    }
-    rc = mpiar__topology_from_map(&o->topo, o->nmap, o->map);
-  } else if (o->nodes || o->ppn || o->node_sizes) {
-    if (o->node_sizes != NULL) {
-      if ((o->nodes && o->nodes != o->nnode_sizes) || o->ppn) {
-        return usage_error("%s", "--node-sizes gives the nodes: drop --ppn, and --nodes must "
-                                 "match its length");
-      }
-      o->nodes = o->nnode_sizes;
-    } else {
-      if (!o->nodes || !o->ppn) {
-        return usage_error("%s", "--nodes needs --ppn (or --node-sizes)");
-      }
-      o->node_sizes = malloc((size_t)o->nodes * sizeof *o->node_sizes);
-      if (o->node_sizes == NULL) {
-        return usage_error("%s", "out of memory");
-      }
-      for (int i = 0; i < o->nodes; i++) {
-        o->node_sizes[i] = o->ppn;
-      }
-    }
-    rc = o->placement == 2 ? random_topology(&o->topo, o->nodes, o->node_sizes, o->seed)
-                           : mpiar__topology_uneven(&o->topo, o->nodes, o->node_sizes,
-                                                    (mpiar__placement_t)o->placement);
-  } else {
-    return 0;
+    return -1;
   }
   if (rc != MPIAR_SUCCESS) {
-    return usage_error("topology: %s", mpiar_last_error());
+    return tool_usage_error(spec, "topology: %s", mpiar_last_error());
   }
   o->have_topo = 1;
-  if (o->nranks_list > 1 || (o->nranks_list == 1 && (int)o->ranks[0] != o->topo.nranks)) {
-    return usage_error("%s", "--ranks must match the topology's ranks (or be left out)");
+  if (o->nranks_list > 1 || (o->nranks_list == 1 && o->ranks[0] != o->topo.nranks)) {
+    const int p = o->topo.nranks;
+    mpiar__topology_destroy(&o->topo);
+    return tool_usage_error(spec, "--ranks must match the topology's %d ranks (or be left out)", p);
   }
-  o->ranks[0] = (size_t)o->topo.nranks;
+  o->ranks[0] = o->topo.nranks;
   o->nranks_list = 1;
   if (!o->have_alpha_inter) {
     o->cost.alpha_inter = o->cost.alpha;
@@ -312,13 +160,13 @@ static int build_topology(opts_t *o) {
   if (!o->have_beta_inter) {
     o->cost.beta_inter = o->cost.beta;
   }
-  return 0;
+  return -1;
 }
 
 /* One line naming the topology, e.g. "8 nodes x 4 ranks (block)". */
 static void describe_topology(const opts_t *o, char *buf, size_t len) {
   const mpiar__topology_t *t = &o->topo;
-  if (o->map != NULL) {
+  if (o->nmap > 0) {
     snprintf(buf, len, "%d ranks mapped on %d nodes (largest %d)", t->nranks, t->nnodes,
              t->max_node_size);
   } else if (mpiar__topology_is_regular(t)) {
@@ -348,6 +196,9 @@ static void json_string(const char *s) {
   putchar('"');
 }
 
+/* Without --data or --no-data, data are moved and checked up to this many bytes over all ranks. */
+#define DATA_DEFAULT_BYTES (256.0 * 1024 * 1024)
+
 static double busbw_factor(int bcast, int p) {
   /* Allreduce moves 2(p-1)/p of the vector per rank at best; broadcast (p-1)/p... the vector. */
   return bcast ? 1.0 : 2.0 * (p - 1) / p;
@@ -364,15 +215,15 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.dtype = o->dtype;
   cfg.op = o->op;
   cfg.in_place = o->in_place;
-  cfg.root = o->root;
+  cfg.root = (int)o->root;
   cfg.segment_elems = o->segment_bytes / es;
   cfg.cost = o->cost;
   cfg.topology = o->have_topo ? &o->topo : NULL;
-  cfg.seed = o->seed;
-  cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= 256.0 * 1024 * 1024;
+  cfg.seed = (uint64_t)o->seed;
+  cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
   if (o->print) {
     mpiar__schedule_t s;
-    int rc = mpiar__sim_build(&cfg, o->print_rank, &s);
+    int rc = mpiar__sim_build(&cfg, (int)o->print_rank, &s);
     if (rc != MPIAR_SUCCESS) {
       fprintf(stderr, "mpiar-sim: %s: %s\n", mpiar_strerror(rc), mpiar_last_error());
       return 1;
@@ -475,6 +326,48 @@ static void size_name(size_t b, char *buf, size_t len) {
   }
 }
 
+/*
+ * Modelled time of one allreduce without data; NAN when skipped (too big, or a segment that would
+ * hold a whole ring block or hierarchical chunk) or failed (counted in *failures). With
+ * @p node_bytes, the most bytes one node sends to the others.
+ */
+static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
+                         size_t seg, int *failures, size_t *node_bytes) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  /* Ring blocks and hierarchical chunks alike hold bytes / p per segment. */
+  const double blk = (double)bytes / p;
+  const double m = seg ? ceil(blk / (double)seg) : 1;
+  if (seg && m < 2) {
+    return NAN; /* one segment would hold the block: same as unsegmented */
+  }
+  const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
+  if (steps > SWEEP_MAX_STEPS) {
+    return NAN;
+  }
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = alg;
+  cfg.nranks = p;
+  cfg.count = bytes / es;
+  cfg.dtype = o->dtype;
+  cfg.op = o->op;
+  cfg.segment_elems = seg / es;
+  cfg.cost = o->cost;
+  cfg.topology = o->have_topo ? &o->topo : NULL;
+  cfg.data = 0;
+  cfg.check_hazards = 0;
+  mpiar__sim_result_t res;
+  if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
+            res.ok ? mpiar_last_error() : res.error);
+    (*failures)++;
+    return NAN;
+  }
+  if (node_bytes != NULL) {
+    *node_bytes = res.node_bytes_sent_max;
+  }
+  return res.time_s;
+}
+
 /* Width of an algorithm's column in the sweep table. */
 static int col_width(const mpiar__algorithm_t *a) {
   const int len = (int)strlen(a->name);
@@ -528,38 +421,6 @@ static void sweep_header(const opts_t *o, const sweep_t *sw) {
   printf("  winner\n");
 }
 
-/*
- * Simulate one algorithm at (p, bytes) with segment @p seg into @p res. @return 1 when it ran,
- * 0 when skipped (one segment would hold the whole block or chunk, or too many steps), -1 when
- * the simulation failed (reported).
- */
-static int sweep_sim(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
-                     size_t seg, mpiar__sim_result_t *res) {
-  const size_t es = mpiar_dtype_size(o->dtype);
-  /* Blocks of the ring, or chunks of a hierarchical build: bytes / p per segment either way. */
-  const double m = seg ? ceil((double)bytes / p / (double)seg) : 1;
-  if ((seg && m < 2) || (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m > SWEEP_MAX_STEPS) {
-    return 0;
-  }
-  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-  cfg.algorithm = alg;
-  cfg.nranks = p;
-  cfg.count = bytes / es;
-  cfg.dtype = o->dtype;
-  cfg.op = o->op;
-  cfg.segment_elems = seg / es;
-  cfg.cost = o->cost;
-  cfg.topology = o->have_topo ? &o->topo : NULL;
-  cfg.data = 0;
-  cfg.check_hazards = 0;
-  if (mpiar__sim_run(&cfg, res) != MPIAR_SUCCESS || !res->ok) {
-    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
-            res->ok ? mpiar_last_error() : res->error);
-    return -1;
-  }
-  return 1;
-}
-
 /* Simulate every candidate at (p, bytes); @return the number of failed simulations. */
 static int sweep_point(const opts_t *o, sweep_t *sw, int p, size_t bytes) {
   double best = INFINITY;
@@ -573,19 +434,18 @@ static int sweep_point(const opts_t *o, sweep_t *sw, int p, size_t bytes) {
       const size_t seg = c >= sw->nalg ? sweep_segments[c - sw->nalg]
                          : g == 0      ? 0
                                        : sweep_segments[g - 1];
-      mpiar__sim_result_t res;
-      const int ran = sweep_sim(o, alg, p, bytes, seg, &res);
-      failures += ran < 0;
-      if (ran <= 0 || res.time_s >= sw->times[c]) {
-        continue; /* NAN compares false: the first run always lands */
+      size_t node_bytes = 0;
+      const double t = sweep_time(o, alg, p, bytes, seg, &failures, &node_bytes);
+      if (isnan(t) || t >= sw->times[c]) {
+        continue; /* NAN compares false: the first time always lands */
       }
-      sw->times[c] = res.time_s;
+      sw->times[c] = t;
       sw->segs[c] = seg;
       if (c < sw->nalg) {
-        sw->node_bytes[c] = res.node_bytes_sent_max;
+        sw->node_bytes[c] = node_bytes;
       }
-      if (res.time_s < best) {
-        best = res.time_s;
+      if (t < best) {
+        best = t;
         char nm[32];
         size_name(seg, nm, sizeof nm);
         snprintf(sw->winner, sizeof sw->winner, "%s%s%s", alg->name, seg ? "/seg=" : "",
@@ -696,31 +556,139 @@ static int run_sweep(const opts_t *o) {
   return failures ? 1 : 0;
 }
 
-/* Everything after parsing: check the combination of options, then run. */
-static int dispatch(opts_t *o) {
+/*
+ * --sweep --reproducible: for every registry algorithm (and the ring with each sweep segment),
+ * its time, its reproducible replacement's time and their ratio; then the best of the registry
+ * against the best of the replacements, which is what `auto` costs in each mode.
+ */
+static int run_sweep_repro(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
-  if (!o->bcast && !mpiar_op_supported(o->dtype, o->op)) {
-    return usage_error("operation not defined on dtype %s", mpiar_dtype_name(o->dtype));
+  const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
+  /* The flat algorithms: without a topology a hierarchical one is its flat equivalent. */
+  const mpiar__algorithm_t *flat[32];
+  int nflat = 0;
+  for (int a = 0; a < mpiar__algorithm_count && nflat < 32; a++) {
+    if (!(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
+      flat[nflat++] = &mpiar__algorithms[a];
+    }
   }
-  if (o->segment_bytes % es != 0) {
-    return usage_error("--segment must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o->dtype));
+  const int ncand = nflat + (int)NSEG;
+  int failures = 0;
+  printf("# mpiar-sim --sweep --reproducible: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; "
+         "modelled time in us; each algorithm, then its reproducible replacement / its time\n",
+         o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
+         mpiar_op_name(o->op));
+  printf("%6s %6s", "ranks", "bytes");
+  for (int c = 0; c < ncand; c++) {
+    char col[64], nm[32];
+    if (c < nflat) {
+      snprintf(col, sizeof col, "%s", flat[c]->name);
+    } else {
+      size_name(sweep_segments[c - nflat], nm, sizeof nm);
+      snprintf(col, sizeof col, "ring/seg=%s", nm);
+    }
+    printf(" %28s", col);
   }
-  int urc = build_topology(o);
-  if (urc != 0) {
-    return urc;
+  printf(" %12s %12s %6s\n", "best", "best repro", "ratio");
+  for (int pi = 0; pi < o->nranks_list; pi++) {
+    const int p = (int)o->ranks[pi];
+    for (int si = 0; si < o->nsizes; si++) {
+      const size_t bytes = o->sizes[si] / es * es;
+      double best = INFINITY, best_repro = INFINITY;
+      char bn[32];
+      size_name(bytes, bn, sizeof bn);
+      printf("%6d %6s", p, bn);
+      for (int c = 0; c < ncand; c++) {
+        const mpiar__algorithm_t *alg = c < nflat ? flat[c] : ring;
+        const size_t seg = c < nflat ? 0 : sweep_segments[c - nflat];
+        const mpiar__algorithm_t *rep = mpiar__algorithm_reproducible(alg, p, o->dtype);
+        const double t = sweep_time(o, alg, p, bytes, seg, &failures, NULL);
+        const double tr = rep == alg ? t : sweep_time(o, rep, p, bytes, seg, &failures, NULL);
+        char cell[64];
+        if (isnan(t) || isnan(tr)) {
+          snprintf(cell, sizeof cell, "-");
+        } else {
+          snprintf(cell, sizeof cell, "%.2f %s/%.3f", t * 1e6, rep == alg ? "=" : rep->name,
+                   tr / t);
+          best = t < best ? t : best;
+          best_repro = tr < best_repro ? tr : best_repro;
+        }
+        printf(" %28s", cell);
+      }
+      printf(" %12.2f %12.2f %6.3f\n", best * 1e6, best_repro * 1e6, best_repro / best);
+      fflush(stdout);
+    }
   }
+  return failures ? 1 : 0;
+}
+
+static int parse_collective(const char *value, void *dest, char *err, size_t errlen) {
+  if (strcmp(value, "allreduce") != 0 && strcmp(value, "bcast") != 0) {
+    snprintf(err, errlen, "unknown collective '%s' (allreduce or bcast)", value);
+    return -1;
+  }
+  *(int *)dest = strcmp(value, "bcast") == 0;
+  return 0;
+}
+
+static int parse_dtype(const char *value, void *dest, char *err, size_t errlen) {
+  if (mpiar_dtype_from_name(value, dest) != MPIAR_SUCCESS) {
+    snprintf(err, errlen, "unknown dtype '%s'", value);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
+  if (mpiar_op_from_name(value, dest) != MPIAR_SUCCESS) {
+    snprintf(err, errlen, "unknown op '%s'", value);
+    return -1;
+  }
+  return 0;
+}
+
+/* "ring rabenseifner ...; bcast: binomial ..." for --help. */
+static void algorithm_names(char *buf, size_t len) {
+  size_t w = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < mpiar__algorithm_count + mpiar__algorithm_variant_count && w < len; i++) {
+    const char *name = i < mpiar__algorithm_count
+                           ? mpiar__algorithms[i].name
+                           : mpiar__algorithm_variants[i - mpiar__algorithm_count].name;
+    w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? " " : "allreduce: ", name);
+  }
+  for (int i = 0; i < mpiar__bcast_algorithm_count && w < len; i++) {
+    w += (size_t)snprintf(buf + w, len - w, "%s%s",
+                          i ? " " : ";\nbcast: ", mpiar__bcast_algorithms[i].name);
+  }
+}
+
+/* Bytes the data checks of one simulation allocate at least: per rank the input copy, the
+ * output and its init map, plus the reference result. */
+static double data_memory(int p, size_t bytes, size_t es) {
+  return (double)p * (2.0 * (double)bytes + (double)(bytes / es)) + (double)bytes;
+}
+
+/* After parsing and the topology: check the combination of options, then run. */
+static int dispatch(opts_t *o, const tool_spec_t *spec) {
+  const size_t es = mpiar_dtype_size(o->dtype);
   /* With a topology and no algorithm: the per-algorithm table on it. */
-  if (o->sweep || (o->have_topo && o->algorithm == NULL && !o->print)) {
-    if (o->have_topo && o->nsizes == 0 && o->have_bytes) {
+  if (o->have_topo && o->algorithm == NULL && !o->print && !o->sweep) {
+    o->sweep = 1;
+    if (o->nsizes == 0 && o->have_bytes) {
       o->sizes[o->nsizes++] = o->bytes;
     }
+  }
+  if (o->have_topo && o->reproducible) {
+    return tool_usage_error(spec, "--reproducible compares flat algorithms: drop the topology");
+  }
+  if (o->sweep) {
     if (o->bcast || o->print) {
-      return usage_error("%s", "--sweep compares allreduce algorithms; drop --collective bcast "
-                               "and --print-schedule");
+      return tool_usage_error(spec, "--sweep compares allreduce algorithms; drop --collective "
+                                    "bcast and --print-schedule");
     }
     if (o->nranks_list == 0) {
-      const size_t dflt[] = {2, 8, 64, 1024};
+      const long dflt[] = {2, 8, 64, 1024};
       memcpy(o->ranks, dflt, sizeof dflt);
       o->nranks_list = 4;
     }
@@ -729,31 +697,51 @@ static int dispatch(opts_t *o) {
         o->sizes[o->nsizes++] = b;
       }
     }
-    return run_sweep(o);
+    return o->reproducible ? run_sweep_repro(o) : run_sweep(o);
+  }
+  if (o->reproducible) {
+    return tool_usage_error(spec, "--reproducible goes with --sweep");
   }
   if (o->algorithm == NULL || o->nranks_list == 0 || !o->have_bytes) {
-    return usage_error("%s", "--algorithm, --ranks and --bytes are required (or --sweep)");
+    return tool_usage_error(spec, "--algorithm, --ranks and --bytes are required (or --sweep)");
   }
   if (o->nranks_list != 1) {
-    return usage_error("--ranks '%s': a list is only accepted with --sweep", "...");
+    return tool_usage_error(spec, "--ranks: a list is only accepted with --sweep");
   }
   const mpiar__algorithm_t *alg = o->bcast ? mpiar__bcast_algorithm_find(o->algorithm)
                                            : mpiar__algorithm_find_any(o->algorithm);
   if (alg == NULL) {
-    return usage_error("unknown algorithm '%s'", o->algorithm);
+    return tool_usage_error(spec, "--algorithm: unknown algorithm '%s'", o->algorithm);
   }
   if (o->bytes % es != 0) {
-    return usage_error("--bytes must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o->dtype));
+    return tool_usage_error(spec, "--bytes must be a multiple of the element size (%s)",
+                            mpiar_dtype_name(o->dtype));
   }
-  if (o->root >= (int)o->ranks[0]) {
-    return usage_error("%s", "--root must be below --ranks");
+  if (o->root >= o->ranks[0]) {
+    return tool_usage_error(spec, "--root must be below --ranks");
   }
-  if (o->print && (o->print_rank < 0 || o->print_rank >= (int)o->ranks[0])) {
-    return usage_error("%s", "--print-schedule needs --rank R with 0 <= R < P");
+  if (o->print && !o->rank_given) {
+    return tool_usage_error(spec, "--print-schedule needs --rank R with 0 <= R < P");
   }
-  if (!o->print && o->print_rank >= 0) {
-    return usage_error("%s", "--rank is only meaningful with --print-schedule");
+  if (o->print && o->print_rank >= o->ranks[0]) {
+    return tool_usage_error(spec, "--rank %ld is not below --ranks %ld", o->print_rank,
+                            o->ranks[0]);
+  }
+  if (!o->print && o->rank_given) {
+    return tool_usage_error(spec, "--rank is only meaningful with --print-schedule");
+  }
+  /* The data checks hold every rank's buffers at once: refuse what cannot fit before trying. */
+  const int p = (int)o->ranks[0];
+  if (!o->print && o->data != 0 &&
+      (o->data == 1 || (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES)) {
+    char err[256];
+    char what[96];
+    char sz[32];
+    snprintf(what, sizeof what, "--data on %d ranks x --bytes %s", p,
+             tool_format_bytes((double)o->bytes, sz, sizeof sz));
+    if (tool_check_memory(data_memory(p, o->bytes, es), what, err, sizeof err) != 0) {
+      return tool_usage_error(spec, "%s (try --no-data)", err);
+    }
   }
   return run_one(o, alg);
 }
@@ -769,115 +757,231 @@ int main(int argc, char **argv) {
   o.data = -1;
   o.print_rank = -1;
   o.seed = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                    \
-  do {                                                  \
-    if (v == NULL) {                                    \
-      return usage_error("option %s needs a value", a); \
-    }                                                   \
-    i++;                                                \
-  } while (0)
-    long l;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (strcmp(a, "--algorithm") == 0) {
-      NEED_VALUE();
-      o.algorithm = v;
-    } else if (strcmp(a, "--collective") == 0) {
-      NEED_VALUE();
-      if (strcmp(v, "allreduce") == 0) {
-        o.bcast = 0;
-      } else if (strcmp(v, "bcast") == 0) {
-        o.bcast = 1;
-      } else {
-        return usage_error("unknown collective '%s' (allreduce or bcast)", v);
-      }
-    } else if (strcmp(a, "--ranks") == 0) {
-      NEED_VALUE();
-      o.nranks_list = parse_list(v, o.ranks, 16, 0);
-      if (o.nranks_list <= 0) {
-        return usage_error("--ranks '%s' is not a rank count (or list) in 1..1048576", v);
-      }
-    } else if (strcmp(a, "--bytes") == 0) {
-      NEED_VALUE();
-      if (mpiar__parse_size(v, &o.bytes) != 0) {
-        return usage_error("--bytes '%s' is not a size (e.g. 4096, 64K, 1M)", v);
-      }
-      o.have_bytes = 1;
-    } else if (strcmp(a, "--sizes") == 0) {
-      NEED_VALUE();
-      o.nsizes = parse_list(v, o.sizes, 32, 1);
-      if (o.nsizes <= 0) {
-        return usage_error("--sizes '%s' is not a list of sizes", v);
-      }
-    } else if (strcmp(a, "--segment") == 0) {
-      NEED_VALUE();
-      if (mpiar__parse_size(v, &o.segment_bytes) != 0) {
-        return usage_error("--segment '%s' is not a size", v);
-      }
-    } else if (strcmp(a, "--alpha") == 0 || strcmp(a, "--beta") == 0 || strcmp(a, "--gamma") == 0) {
-      NEED_VALUE();
-      double *dst = a[2] == 'a' ? &o.cost.alpha : a[2] == 'b' ? &o.cost.beta : &o.cost.gamma;
-      if (parse_double(v, dst) != 0) {
-        return usage_error("'%s' is not a non-negative number of seconds", v);
-      }
-    } else if (is_topology_option(a)) {
-      NEED_VALUE();
-      const int urc = parse_topology_option(&o, a, v);
-      if (urc != 0) {
-        return urc;
-      }
-    } else if (strcmp(a, "--dtype") == 0) {
-      NEED_VALUE();
-      if (mpiar_dtype_from_name(v, &o.dtype) != MPIAR_SUCCESS) {
-        return usage_error("unknown dtype '%s'", v);
-      }
-    } else if (strcmp(a, "--op") == 0) {
-      NEED_VALUE();
-      if (mpiar_op_from_name(v, &o.op) != MPIAR_SUCCESS) {
-        return usage_error("unknown op '%s'", v);
-      }
-    } else if (strcmp(a, "--in-place") == 0) {
-      o.in_place = 1;
-    } else if (strcmp(a, "--root") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1 << 20, &l) != 0) {
-        return usage_error("--root '%s' is not a rank", v);
-      }
-      o.root = (int)l;
-    } else if (strcmp(a, "--data") == 0) {
-      o.data = 1;
-    } else if (strcmp(a, "--no-data") == 0) {
-      o.data = 0;
-    } else if (strcmp(a, "--seed") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1L << 30, &l) != 0) {
-        return usage_error("--seed '%s' is not a number", v);
-      }
-      o.seed = (unsigned long long)l;
-    } else if (strcmp(a, "--print-schedule") == 0) {
-      o.print = 1;
-    } else if (strcmp(a, "--rank") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1 << 20, &l) != 0) {
-        return usage_error("--rank '%s' is not a rank", v);
-      }
-      o.print_rank = (int)l;
-    } else if (strcmp(a, "--sweep") == 0) {
-      o.sweep = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      o.json = 1;
-    } else {
-      return usage_error("unknown argument '%s'", a);
-    }
-#undef NEED_VALUE
+  char algs[512];
+  algorithm_names(algs, sizeof algs);
+  const tool_arg_t args[] = {
+      {.long_name = "algorithm",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.algorithm,
+       .metavar = "A",
+       .help = algs},
+      {.long_name = "collective",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.bcast,
+       .parse = parse_collective,
+       .metavar = "C",
+       .help = "allreduce (default) or bcast"},
+      {.long_name = "ranks",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.ranks,
+       .nitems = &o.nranks_list,
+       .max_items = 16,
+       .lo = 1,
+       .hi = 1 << 20,
+       .metavar = "P",
+       .help = "number of ranks (1..1048576); --sweep takes a list"},
+      {.long_name = "bytes",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &o.bytes,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .given = &o.have_bytes,
+       .metavar = "N",
+       .help = "message size in bytes (K, M, G suffixes: powers of 1024)"},
+      {.long_name = "segment",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &o.segment_bytes,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "S",
+       .help = "ring segment size in bytes (default: no segmentation)"},
+      {.long_name = "alpha",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.alpha,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per message (default 2e-6)"},
+      {.long_name = "beta",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.beta,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per byte sent (default 1e-10)"},
+      {.long_name = "gamma",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.gamma,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per byte reduced (default 5e-11)"},
+      {.long_name = "nodes",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.nodes,
+       .lo = 1,
+       .hi = 1 << 20,
+       .given = &o.have_nodes,
+       .metavar = "N",
+       .help = "two levels: N nodes (with --ppn, or --node-sizes)"},
+      {.long_name = "ppn",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.ppn,
+       .lo = 1,
+       .hi = 1 << 20,
+       .given = &o.have_ppn,
+       .metavar = "K",
+       .help = "ranks per node"},
+      {.long_name = "node-sizes",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = node_size_list,
+       .nitems = &o.nnode_sizes,
+       .max_items = MAX_NODE_LIST,
+       .lo = 1,
+       .hi = 1 << 20,
+       .metavar = "LIST",
+       .help = "ranks of each node, e.g. 4,4,2 (uneven nodes)"},
+      {.long_name = "placement",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.placement,
+       .parse = parse_placement,
+       .metavar = "PL",
+       .help = "block (default), roundrobin, or random (shuffled by --seed)"},
+      {.long_name = "map",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = map_list,
+       .nitems = &o.nmap,
+       .max_items = MAX_MAP,
+       .lo = 0,
+       .hi = 1 << 30,
+       .metavar = "LIST",
+       .help = "the node of each rank, e.g. 0,0,1,1,0 (instead of the three above)"},
+      {.long_name = "alpha-inter",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.alpha_inter,
+       .dlo = 0,
+       .dhi = 1e6,
+       .given = &o.have_alpha_inter,
+       .metavar = "SEC",
+       .help = "seconds per message between nodes (default: --alpha)"},
+      {.long_name = "beta-inter",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.beta_inter,
+       .dlo = 0,
+       .dhi = 1e6,
+       .given = &o.have_beta_inter,
+       .metavar = "SEC",
+       .help = "seconds per byte between nodes, through the node's one port (default: --beta)"},
+      {.long_name = "dtype",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.dtype,
+       .parse = parse_dtype,
+       .metavar = "T",
+       .help = "element type (default float32)"},
+      {.long_name = "op",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.op,
+       .parse = parse_op,
+       .metavar = "O",
+       .help = "reduction (default sum)"},
+      {.long_name = "in-place",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.in_place,
+       .help = "reduce in place"},
+      {.long_name = "root",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.root,
+       .lo = 0,
+       .hi = 1 << 20,
+       .metavar = "R",
+       .help = "broadcast root (default 0)"},
+      {.long_name = "data",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.data,
+       .help = "move and check real data (default: when ranks x bytes <= 256M;\n"
+               "refused when its buffers do not fit in the available memory)"},
+      {.long_name = "no-data",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.data,
+       .off = 1,
+       .help = "matching and timing only"},
+      {.long_name = "seed",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.seed,
+       .lo = 0,
+       .hi = 1L << 30,
+       .metavar = "S",
+       .help = "input seed (default 1)"},
+      {.long_name = "print-schedule",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.print,
+       .help = "print the schedule of --rank R instead of simulating"},
+      {.long_name = "rank",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.print_rank,
+       .lo = 0,
+       .hi = 1 << 20,
+       .given = &o.rank_given,
+       .metavar = "R",
+       .help = "the rank --print-schedule prints"},
+      {.long_name = "sweep",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.sweep,
+       .help = "print the fastest algorithm per (ranks, bytes)"},
+      {.long_name = "sizes",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o.sizes,
+       .nitems = &o.nsizes,
+       .max_items = 32,
+       .lo = 1,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "LIST",
+       .help = "sizes for --sweep and the topology table (default 1K,4K,...,1G)"},
+      {.long_name = "json",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.json,
+       .help = "print JSON instead of text"},
+      {.long_name = "reproducible",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.reproducible,
+       .help = "with --sweep: each algorithm beside its reproducible-mode replacement"},
+  };
+  const tool_spec_t spec = {
+      .prog = "mpiar-sim",
+      .usage = "mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
+               "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
+               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
+               "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
+               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]",
+      .about = "Runs one collective's schedules for P ranks in the simulator (no MPI) and prints\n"
+               "the modelled time, bandwidths and traffic; prints a rank's schedule; or sweeps a\n"
+               "grid of rank counts and sizes and names the fastest algorithm for each. With a\n"
+               "topology (--nodes and --ppn, --node-sizes, or --map) the model has two levels:\n"
+               "without --algorithm it prints every algorithm's time per size on it, the winner\n"
+               "and each one's traffic on the node links.",
+      .epilogue = "A simulation whose checks fail (deadlock, unmatched message, hazard, wrong\n"
+                  "result) prints them and ends with exit code 1.",
+      .args = args,
+      .nargs = (int)(sizeof args / sizeof args[0]),
+  };
+  int ex = tool_args_run(&spec, argc, argv);
+  if (ex >= 0) {
+    return ex;
   }
-  int rc = dispatch(&o);
+  const size_t es = mpiar_dtype_size(o.dtype);
+  if (!o.bcast && !mpiar_op_supported(o.dtype, o.op)) {
+    return tool_usage_error(&spec, "--op %s is not defined on --dtype %s", mpiar_op_name(o.op),
+                            mpiar_dtype_name(o.dtype));
+  }
+  if (o.segment_bytes % es != 0) {
+    return tool_usage_error(&spec, "--segment must be a multiple of the element size (%s)",
+                            mpiar_dtype_name(o.dtype));
+  }
+  int tex = build_topology(&o, &spec);
+  if (tex >= 0) {
+    return tex;
+  }
+  int rc = dispatch(&o, &spec);
   mpiar__topology_destroy(&o.topo);
-  free(o.node_sizes);
-  free(o.map);
   return rc;
 }

@@ -25,7 +25,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 static int ceil_pof2(int p) {
   int q = 1;
@@ -122,17 +122,11 @@ cleanup:
   return rc;
 }
 
-/*
- * The link the broadcast formulas use: the level every message stays on, or on a real two-level
- * topology the slower level for every message (an upper bound; broadcast is not topology-aware).
- */
+/* The link the broadcast formulas use (they are not topology-aware): mpiar__cost_slow_link(). */
 static mpiar__cost_params_t bcast_link(const mpiar__cost_params_t *c,
                                        const mpiar__topology_t *topo) {
   mpiar__cost_params_t l;
-  if (!mpiar__cost_one_level(topo, c, &l)) {
-    l.alpha = c->alpha > c->alpha_inter ? c->alpha : c->alpha_inter;
-    l.beta = c->beta > c->beta_inter ? c->beta : c->beta_inter;
-  }
+  mpiar__cost_slow_link(topo, c, &l);
   return l;
 }
 

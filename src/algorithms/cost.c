@@ -20,6 +20,14 @@ int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_param
   return 0;
 }
 
+void mpiar__cost_slow_link(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
+                           mpiar__cost_params_t *link) {
+  if (!mpiar__cost_one_level(topo, c, link)) {
+    link->alpha = c->alpha > c->alpha_inter ? c->alpha : c->alpha_inter;
+    link->beta = c->beta > c->beta_inter ? c->beta : c->beta_inter;
+  }
+}
+
 void mpiar__round_load(const mpiar__topology_t *topo, mpiar__peer_fn peer, const void *arg,
                        mpiar__round_load_t *load) {
   int *sends = calloc(2 * (size_t)topo->nnodes, sizeof *sends);

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "algorithms/hier.h"
-#include "core/common.h"
+#include "base/common.h"
 
 static int mod(int a, int m) {
   return ((a % m) + m) % m;

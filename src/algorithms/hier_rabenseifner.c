@@ -31,7 +31,7 @@
  *                         2 L k alpha_inter + 2 (N-1)/N n beta_inter, reductions hidden;
  *                         in general the port schedule of mpiar__hier_port_time
  *   intra allgather       (k-1) (alpha + B beta)
- * The simulator's time equals it exactly (tests/sim/test_sim_hier.c); k = 1 gives the flat
+ * The simulator's time equals it exactly (tests/sim/test_sim_hier_cost.c); k = 1 gives the flat
  * formula over the inter-node link. Bytes per node link: 2 (N-1)/N n each way, the lower bound,
  * whatever the placement (flat Rabenseifner with block placement sends about 2 (N-1)/N n from
  * every rank of a node: k times more). Non-power-of-two N adds the pre-step (n/2k out, reduced)
@@ -49,7 +49,7 @@
 #include <string.h>
 
 #include "algorithms/hier.h"
-#include "core/common.h"
+#include "base/common.h"
 
 /* One inter-node Rabenseifner: where the data is, and the sends that read OUTPUT. */
 typedef struct rab {

@@ -21,7 +21,7 @@
  *
  * Cost (two-level model, regular topology of N = 2^L nodes x k = 2^d ranks; any placement):
  *   d (alpha + n beta + n gamma) + L (alpha_inter + n beta_inter + n gamma) + d (alpha + n beta)
- * The simulator's time equals it exactly for those (tests/sim/test_sim_hier.c). Otherwise d is
+ * The simulator's time equals it exactly for those (tests/sim/test_sim_hier_cost.c). Otherwise d is
  * ceil(log2) of the largest node and the leaders pay the fold of a non-power-of-two N,
  * (alpha_inter + n beta_inter + n gamma) + (alpha_inter + n beta_inter): an estimate (a tree over
  * a node that is not a power of two overlaps some transfers with reductions).
@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "algorithms/hier.h"
-#include "core/common.h"
+#include "base/common.h"
 
 typedef struct rd {
   mpiar__hier_t *h;

@@ -31,7 +31,7 @@
  * The k rings share the node port, so a step passes k messages through it; while the port is
  * the bottleneck (b gamma <= (k-1) T) the inter-node reductions hide behind it and the middle
  * term is 2(N-1)(k alpha_inter + n/N beta_inter). The simulator's time equals the sum exactly
- * (tests/sim/test_sim_hier.c); k = 1 gives the flat ring's formula over the inter-node link.
+ * (tests/sim/test_sim_hier_cost.c); k = 1 gives the flat ring's formula over the inter-node link.
  * Bytes per node link: 2 (N-1)/N n each way, the lower bound for allreduce across N nodes,
  * whatever the placement (a flat ring with round-robin placement moves 2(p-1)/p n k).
  * Uneven nodes: the estimate uses the largest node for the intra-node phases and the pieces as
@@ -52,7 +52,7 @@
 #include <stdlib.h>
 
 #include "algorithms/hier.h"
-#include "core/common.h"
+#include "base/common.h"
 
 static int mod(int a, int m) {
   return ((a % m) + m) % m;

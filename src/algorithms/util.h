@@ -55,6 +55,14 @@ static inline mpiar__operand_t mpiar__own(const mpiar__schedule_t *s, size_t off
 int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
                           mpiar__cost_params_t *link);
 
+/*
+ * The link of an algorithm whose two-level cost is not modelled: the level every message stays
+ * on, or on a real two-level topology the slower level's alpha and beta for every message (an
+ * upper bound).
+ */
+void mpiar__cost_slow_link(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
+                           mpiar__cost_params_t *link);
+
 /* The partner rank of @p rank in one round of a pattern, or -1 when it sends nothing. */
 typedef int (*mpiar__peer_fn)(int rank, const void *arg);
 

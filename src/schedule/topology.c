@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "schedule/topology.h"
 
 void mpiar__topology_destroy(mpiar__topology_t *t) {

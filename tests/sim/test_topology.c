@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "schedule/topology.h"
 
 static int failures;
