@@ -207,10 +207,11 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
       seg_bytes = ctx->last_choice.segment_bytes;
     } else {
       if (automatic && reproducible) {
-        mpiar__select_reproducible(bytes, c->dtype, ctx->size, &alg, &seg_bytes);
+        mpiar__select_reproducible(bytes, c->dtype, ctx->size, ctx->has_topo ? &ctx->topo : NULL,
+                                   &alg, &seg_bytes);
       } else {
         rc = mpiar__select(set, c->opts.algorithm, c->opts.segment_bytes, bytes, es, ctx->size,
-                           &alg, &seg_bytes);
+                           ctx->has_topo ? &ctx->topo : NULL, &alg, &seg_bytes);
       }
       if (rc == MPIAR_SUCCESS && automatic) {
         ctx->last_choice.valid = 1;
@@ -292,7 +293,7 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   mpiar__settings_t automatic = *set;
   automatic.algorithm[0] = '\0';
   automatic.segment_bytes = 0;
-  int rc = mpiar__select(&automatic, NULL, 0, count * es, es, ctx->size, &alg, &seg);
+  int rc = mpiar__select(&automatic, NULL, 0, count * es, es, ctx->size, NULL, &alg, &seg);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }

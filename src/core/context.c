@@ -387,6 +387,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
   free(ctx->mdone);
   free(ctx->mstat);
   free(ctx->slot_req);
+  mpiar__topology_destroy(&ctx->topo);
   free(ctx->node_of);
   free(ctx->held);
   free(ctx->zombies);
@@ -610,6 +611,13 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
   int rc = find_nodes(ctx, timeout_ms);
   if (rc != MPIAR_SUCCESS) {
     return rc;
+  }
+  /* The topology the hierarchical algorithms and the selector see (MPIAR_TOPOLOGY=flat: none). */
+  if (ctx->node_of != NULL && !set->topology_flat) {
+    if ((rc = mpiar__topology_from_map(&ctx->topo, ctx->size, ctx->node_of)) != MPIAR_SUCCESS) {
+      return rc;
+    }
+    ctx->has_topo = 1;
   }
   /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
    * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */

@@ -34,6 +34,7 @@
 #include "base/common.h"
 #include "base/settings.h"
 #include "schedule/schedule.h"
+#include "schedule/topology.h"
 
 /* Bits of the builders' step tags (schedule.h: tags < MPIAR__TAG_LIMIT = 2^MPIAR__TAG_BITS). */
 #define MPIAR__TAG_BITS 10
@@ -119,6 +120,8 @@ typedef struct mpiar__context {
   int local_ranks;   /* ranks of this communicator on this node */
   int nnodes;        /* nodes of this communicator */
   int *node_of;      /* node of every rank (NULL on one rank) */
+  mpiar__topology_t topo; /* built from node_of unless MPIAR_TOPOLOGY=flat */
+  int has_topo;
   int cores;         /* CPUs this process may use */
   int yield;         /* 1: waiting ranks give their core away after a short spin */
   int attached;      /* 1 while the attribute holds the context */
@@ -381,11 +384,13 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
 /* The selector: per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then built-in. */
 int mpiar__select(const mpiar__settings_t *set, const char *requested,
                   size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
-                  const mpiar__algorithm_t **alg, size_t *segment_bytes);
+                  const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
+                  size_t *segment_bytes);
 
 /* The automatic choice in reproducible mode: the cheapest reproducible replacement. */
 void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
-                                const mpiar__algorithm_t **alg, size_t *segment_bytes);
+                                const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
+                                size_t *segment_bytes);
 
 /* Broadcast selection: per-call name, else the cheapest under the cost model. */
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,

@@ -101,6 +101,7 @@ static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const
   mpiar__schedule_init(&plan->sched, ctx->rank, ctx->size, key->count, key->elem_size,
                        key->in_place, name, key->segment_elems);
   plan->sched.root = key->root;
+  plan->sched.topo = ctx->has_topo ? &ctx->topo : NULL;
   plan->sched.max_steps = MPIAR__PLAN_MAX_STEPS;
   MPIAR__CHECK(build(&plan->sched));
   MPIAR__CHECK(mpiar__schedule_finalize(&plan->sched));

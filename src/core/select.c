@@ -21,6 +21,10 @@ static const mpiar__cost_params_t builtin_params = {
     .alpha = 1.0e-6,
     .beta = 1.0 / 9.4e9,
     .gamma = 1.0 / 16.0e9,
+    /* Between nodes, without a tuning file: a 25 Gb/s network with 5 us per message, a common
+     * cluster interconnect (mpiar-tune measures the real one). */
+    .alpha_inter = 5.0e-6,
+    .beta_inter = 1.0 / 3.125e9,
 };
 
 /*
@@ -31,6 +35,13 @@ static const mpiar__cost_params_t builtin_params = {
  * carry the measurement.
  */
 static const size_t segment_candidates[] = {0, 4 << 20};
+
+/*
+ * Hierarchical algorithms cut the vector into chunks of segment x p elements and overlap the node
+ * link on one chunk with the ranks' own links on the next; chunks of 256 KiB .. 1 MiB per rank
+ * did best in the two-level model (docs/hierarchical.md).
+ */
+static const size_t hier_segment_candidates[] = {0, 256 << 10, 1 << 20};
 
 /*
  * MPIAR_ALGORITHM against the registry, checked by every call whatever its options, so that a
@@ -53,29 +64,36 @@ int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
 /*
  * The cheapest registry entry for (bytes, p) under the model, with its best segment size. With
  * @p reproducible, each entry is costed as the algorithm that would run in its place (its
- * reproducible replacement for @p dtype), and that replacement is the choice.
+ * reproducible replacement for @p dtype), and that replacement is the choice. Hierarchical
+ * entries compete only on a topology with several nodes and several ranks on some node.
  */
-static void model_choice(size_t bytes, size_t elem_size, int nranks, int reproducible,
-                         mpiar_dtype_t dtype, const mpiar__algorithm_t **alg,
-                         size_t *segment_bytes) {
+static void model_choice(size_t bytes, size_t elem_size, int nranks,
+                         const mpiar__topology_t *topo, int reproducible, mpiar_dtype_t dtype,
+                         const mpiar__algorithm_t **alg, size_t *segment_bytes) {
   double best = INFINITY;
   *alg = &mpiar__algorithms[0];
   *segment_bytes = 0;
+  int hierarchical = mpiar__topology_is_hierarchical(topo);
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__algorithms[i];
-    /* The context has no topology yet (NULL: flat), where hierarchical builders are flat ones. */
-    if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !mpiar__topology_is_hierarchical(NULL)) {
+    if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
       continue;
     }
     if (reproducible) {
       a = mpiar__algorithm_reproducible(a, nranks, dtype);
     }
-    size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED)
-                      ? sizeof segment_candidates / sizeof segment_candidates[0]
-                      : 1;
+    const size_t *cands = segment_candidates;
+    size_t nseg = sizeof segment_candidates / sizeof segment_candidates[0];
+    if (a->flags & MPIAR__ALG_HIERARCHICAL) {
+      cands = hier_segment_candidates;
+      nseg = sizeof hier_segment_candidates / sizeof hier_segment_candidates[0];
+    }
+    if (!(a->flags & MPIAR__ALG_SEGMENTED)) {
+      nseg = 1;
+    }
     for (size_t k = 0; k < nseg; k++) {
-      size_t seg = segment_candidates[k];
-      double t = a->cost(nranks, bytes, elem_size, seg, &builtin_params, NULL);
+      size_t seg = cands[k];
+      double t = a->cost(nranks, bytes, elem_size, seg, &builtin_params, topo);
       /* A strict improvement is required, so ties keep the earlier (simpler) choice. */
       if (t < best * (1.0 - 1e-9)) {
         best = t;
@@ -87,8 +105,9 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks, int reprodu
 }
 
 void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
-                                const mpiar__algorithm_t **alg, size_t *segment_bytes) {
-  model_choice(bytes, mpiar_dtype_size(dtype), nranks, 1, dtype, alg, segment_bytes);
+                                const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
+                                size_t *segment_bytes) {
+  model_choice(bytes, mpiar_dtype_size(dtype), nranks, topo, 1, dtype, alg, segment_bytes);
 }
 
 static int unknown(const char *requested) {
@@ -103,7 +122,8 @@ static int unknown(const char *requested) {
 
 int mpiar__select(const mpiar__settings_t *set, const char *requested,
                   size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
-                  const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+                  const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
+                  size_t *segment_bytes) {
   size_t env_segment = set->segment_bytes;
   if (requested_segment_bytes != 0 && requested_segment_bytes < MPIAR__SEGMENT_MIN) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG,
@@ -126,7 +146,7 @@ int mpiar__select(const mpiar__settings_t *set, const char *requested,
     *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
     return MPIAR_SUCCESS;
   }
-  model_choice(bytes, elem_size, nranks, 0, MPIAR_FLOAT32, alg, segment_bytes);
+  model_choice(bytes, elem_size, nranks, topo, 0, MPIAR_FLOAT32, alg, segment_bytes);
   if (requested_segment_bytes) {
     *segment_bytes = requested_segment_bytes;
   } else if (env_segment && ((*alg)->flags & MPIAR__ALG_SEGMENTED)) {
@@ -153,7 +173,7 @@ int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segme
   }
   const mpiar__algorithm_t *alg = NULL;
   size_t seg = 0;
-  rc = mpiar__select(set, NULL, 0, bytes, 1, nranks, &alg, &seg);
+  rc = mpiar__select(set, NULL, 0, bytes, 1, nranks, NULL, &alg, &seg);
   if (rc == MPIAR_SUCCESS) {
     *algorithm = alg->name;
     *segment_bytes = seg;
