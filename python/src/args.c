@@ -86,7 +86,27 @@ int pyar_comm_init(void) {
   return import_mpi4py();
 }
 
+/*
+ * MPI's state, cached: MPI_Initialized and MPI_Finalized take a lock in some MPI libraries, and
+ * no call may reach MPI after MPI_Finalize. MPI_Finalize deletes the attributes of MPI_COMM_SELF
+ * before anything else, so an attribute's delete callback marks the end.
+ */
+static int mpi_live;
+static int self_keyval = MPI_KEYVAL_INVALID;
+
+static int on_finalize(MPI_Comm comm, int keyval, void *attr, void *extra) {
+  (void)comm;
+  (void)keyval;
+  (void)attr;
+  (void)extra;
+  mpi_live = 0;
+  return MPI_SUCCESS;
+}
+
 static int mpi_state(const char *fname) {
+  if (mpi_live) {
+    return 0;
+  }
   int flag = 0;
   MPI_Initialized(&flag);
   if (!flag) {
@@ -99,23 +119,32 @@ static int mpi_state(const char *fname) {
   if (flag) {
     return pyar_raise_code(MPIAR_ERR_MPI_STATE, "%s: MPI is already finalized", fname);
   }
+  if (self_keyval == MPI_KEYVAL_INVALID &&
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, on_finalize, &self_keyval, NULL) !=
+          MPI_SUCCESS) {
+    return 0; /* no cache: check again next time */
+  }
+  if (MPI_Comm_set_attr(MPI_COMM_SELF, self_keyval, NULL) == MPI_SUCCESS) {
+    mpi_live = 1;
+  }
   return 0;
 }
 
 int pyar_get_comm(PyObject *obj, MPI_Comm *comm, const char *fname) {
   if (obj == NULL || obj == Py_None) {
     *comm = MPI_COMM_WORLD;
-  } else if (!PyObject_TypeCheck(obj, &PyMPIComm_Type)) {
+    return mpi_state(fname);
+  }
+  if (!PyObject_TypeCheck(obj, &PyMPIComm_Type)) {
     PyErr_Format(PyExc_TypeError, "%s: comm must be an mpi4py communicator, not %.200s", fname,
                  Py_TYPE(obj)->tp_name);
     return -1;
-  } else {
-    MPI_Comm *p = PyMPIComm_Get(obj);
-    if (p == NULL) {
-      return -1;
-    }
-    *comm = *p;
   }
+  MPI_Comm *p = PyMPIComm_Get(obj);
+  if (p == NULL) {
+    return -1;
+  }
+  *comm = *p;
   if (mpi_state(fname) < 0) {
     return -1;
   }

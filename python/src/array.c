@@ -35,8 +35,8 @@ static struct {
   PyObject *dtypes[N_TORCH_TYPES];
   PyObject *strided;
   PyObject *empty;
-  PyObject *s_layout, *s_is_cpu, *s_dtype, *s_is_contiguous, *s_data_ptr, *s_numel, *s_shape,
-      *s_contiguous, *s_device;
+  PyObject *s_layout, *s_is_cpu, *s_dtype, *s_is_contiguous, *s_data_ptr, *s_shape, *s_contiguous,
+      *s_device;
 } T;
 
 static int torch_fill(PyObject *torch) {
@@ -63,7 +63,6 @@ static int torch_fill(PyObject *torch) {
   PYAR_INTERN_(s_dtype, "dtype")
   PYAR_INTERN_(s_is_contiguous, "is_contiguous")
   PYAR_INTERN_(s_data_ptr, "data_ptr")
-  PYAR_INTERN_(s_numel, "numel")
   PYAR_INTERN_(s_shape, "shape")
   PYAR_INTERN_(s_contiguous, "contiguous")
   PYAR_INTERN_(s_device, "device")
@@ -73,12 +72,17 @@ static int torch_fill(PyObject *torch) {
 
 /* Whether torch is imported (and completely: not in the middle of its own import). */
 static int torch_ready(void) {
+  static PyObject *name;
   if (T.ready) {
     return 1;
   }
-  PyObject *modules = PyImport_GetModuleDict();
-  PyObject *torch = PyDict_GetItemString(modules, "torch");
+  if (name == NULL && (name = PyUnicode_InternFromString("torch")) == NULL) {
+    PyErr_Clear();
+    return 0;
+  }
+  PyObject *torch = PyDict_GetItemWithError(PyImport_GetModuleDict(), name);
   if (torch == NULL) {
+    PyErr_Clear();
     return 0;
   }
   if (torch_fill(torch) < 0) {
@@ -169,6 +173,12 @@ int pyar_array_same_shape(const pyar_array_t *a, const pyar_array_t *b) {
 
 /* ---- torch tensors ------------------------------------------------------------------------ */
 
+/* obj.name() without creating a bound method. */
+static PyObject *call_method(PyObject *obj, PyObject *name) {
+  PyObject *args[1] = {obj};
+  return PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
 static int torch_device_error(PyObject *x, const char *fname, const char *what) {
   PyObject *dev = PyObject_GetAttr(x, T.s_device);
   if (dev == NULL) {
@@ -222,7 +232,7 @@ static int torch_shape(PyObject *x, pyar_array_t *a, const char *fname, const ch
 
 /* Address of a contiguous tensor's first element. */
 static int torch_data(PyObject *x, char **data) {
-  PyObject *p = PyObject_CallMethodNoArgs(x, T.s_data_ptr);
+  PyObject *p = call_method(x, T.s_data_ptr);
   if (p == NULL) {
     return -1;
   }
@@ -253,12 +263,11 @@ static int torch_get(PyObject *x, pyar_array_t *a, const char *fname, const char
   if (torch_dtype(x, a, fname, what) < 0 || torch_shape(x, a, fname, what) < 0) {
     return -1;
   }
-  if ((v = PyObject_CallMethodNoArgs(x, T.s_numel)) == NULL) {
-    return -1;
+  a->count = 1;
+  for (int i = 0; i < a->ndim; i++) {
+    a->count *= (size_t)a->shape[i];
   }
-  a->count = PyLong_AsSize_t(v);
-  Py_DECREF(v);
-  if ((v = PyObject_CallMethodNoArgs(x, T.s_is_contiguous)) == NULL) {
+  if ((v = call_method(x, T.s_is_contiguous)) == NULL) {
     return -1;
   }
   a->c_contig = v == Py_True;
@@ -297,6 +306,14 @@ static const char *format_name(char c) {
   }
 }
 
+static int is_signed_code(char c) {
+  return c == 'b' || c == 'h' || c == 'i' || c == 'l' || c == 'q' || c == 'n';
+}
+
+static int is_unsigned_code(char c) {
+  return c == 'B' || c == 'H' || c == 'I' || c == 'L' || c == 'Q' || c == 'N';
+}
+
 /* The element type of a struct-module format ("f", "<d", "=l", "?") and its item size. */
 static int format_dtype(const char *fmt, Py_ssize_t itemsize, pyar_array_t *a, const char *fname,
                         const char *what) {
@@ -311,14 +328,14 @@ static int format_dtype(const char *fmt, Py_ssize_t itemsize, pyar_array_t *a, c
     f++;
   }
   int ok = f[0] != '\0' && f[1] == '\0' && little == host_little;
-  static const char sig[] = "bhilqn", uns[] = "BHILQN";
+  int sized = itemsize == 1 || itemsize == 4 || itemsize == 8;
   a->is_bool = 0;
   if (ok && f[0] == '?' && itemsize == 1) {
     a->dtype = MPIAR_UINT8;
     a->is_bool = 1;
-  } else if (ok && strchr(sig, f[0]) && (itemsize == 1 || itemsize == 4 || itemsize == 8)) {
+  } else if (ok && is_signed_code(f[0]) && sized) {
     a->dtype = itemsize == 1 ? MPIAR_INT8 : itemsize == 4 ? MPIAR_INT32 : MPIAR_INT64;
-  } else if (ok && strchr(uns, f[0]) && (itemsize == 1 || itemsize == 4 || itemsize == 8)) {
+  } else if (ok && is_unsigned_code(f[0]) && sized) {
     a->dtype = itemsize == 1 ? MPIAR_UINT8 : itemsize == 4 ? MPIAR_UINT32 : MPIAR_UINT64;
   } else if (ok && f[0] == 'e' && itemsize == 2) {
     a->dtype = MPIAR_FLOAT16;
@@ -359,18 +376,25 @@ static int buffer_get(PyObject *obj, pyar_array_t *a, const char *fname, const c
   }
   a->count = (size_t)(a->view.len / a->view.itemsize);
   a->readonly = a->view.readonly;
-  a->c_contig = PyBuffer_IsContiguous(&a->view, 'C');
-  a->f_contig = PyBuffer_IsContiguous(&a->view, 'F');
+  if (a->ndim <= 1 && a->view.suboffsets == NULL &&
+      (a->ndim == 0 || a->view.strides == NULL || a->view.strides[0] == a->view.itemsize ||
+       a->shape[0] <= 1)) {
+    a->c_contig = a->f_contig = 1; /* the common case, without the general test */
+  } else {
+    a->c_contig = PyBuffer_IsContiguous(&a->view, 'C');
+    a->f_contig = PyBuffer_IsContiguous(&a->view, 'F');
+  }
   a->data = (a->c_contig || a->f_contig) ? a->view.buf : NULL;
   return 0;
 }
 
 int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char *what) {
-  if (is_tensor(obj)) {
-    return torch_get(obj, a, fname, what);
-  }
+  /* Tensors have no buffer protocol, so buffers (NumPy arrays) never pay for the tensor test. */
   if (PyObject_CheckBuffer(obj)) {
     return buffer_get(obj, a, fname, what);
+  }
+  if (is_tensor(obj)) {
+    return torch_get(obj, a, fname, what);
   }
   if (PyObject_HasAttrString(obj, "__array_interface__")) {
     if (numpy_load(fname) < 0) {
@@ -431,7 +455,7 @@ int pyar_array_data_in(pyar_array_t *a, char order, const void **data, const cha
                    fname, what);
       return -1;
     }
-    a->copy_obj = PyObject_CallMethodNoArgs(a->obj, T.s_contiguous);
+    a->copy_obj = call_method(a->obj, T.s_contiguous);
     if (a->copy_obj == NULL) {
       return -1;
     }

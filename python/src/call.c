@@ -13,15 +13,27 @@
 
 #include <string.h>
 
+/* Field by field: the arrays' shape buffers are large and need no zeroing. */
 void pyar_call_init(pyar_call_t *c, const char *fname, int kind) {
-  memset(c, 0, sizeof *c);
   c->fname = fname;
   c->kind = kind;
   c->comm = MPI_COMM_NULL;
-  c->order = 'C';
-  c->opts = (mpiar_options_t)MPIAR_OPTIONS_INIT;
+  c->rank = 0;
+  c->size = 0;
   pyar_array_init(&c->in);
   pyar_array_init(&c->out);
+  c->in_place = 0;
+  c->send = NULL;
+  c->recv = NULL;
+  c->count = 0;
+  c->dtype = MPIAR_UINT8;
+  c->op.op = MPIAR_SUM;
+  c->op.logical = 0;
+  c->root = 0;
+  c->order = 'C';
+  c->opts = (mpiar_options_t)MPIAR_OPTIONS_INIT;
+  c->algorithm = NULL;
+  c->result = NULL;
 }
 
 void pyar_call_release(pyar_call_t *c) {

@@ -18,7 +18,8 @@
 #include <string.h>
 
 typedef struct {
-  PyObject_HEAD mpiar_kv_t *kv;
+  PyObject ob_base; /* PyObject_HEAD */
+  mpiar_kv_t *kv;
   int rank, size, verify;
   int busy;
   PyObject *templates; /* key -> (kind, shape, dtype) of the value given to init */

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""The cost of calling mpiar from Python: mpiar.allreduce against the C call it wraps.
+
+    mpiexec.openmpi --oversubscribe --allow-run-as-root -n 2 /usr/bin/python3 \\
+        python/bench/bench_allreduce.py [--reps 21] [--small-iters 4000] [--large-iters 8]
+
+The contenders run side by side, interleaved, in one job on the same buffers; each repetition
+times one block of calls of each (after a barrier) and the table gives the median over the
+repetitions of the time per call on rank 0:
+
+  C             mpiar_allreduce in a C loop (mpiar._mpiar._c_loop, GIL released once per block)
+  numpy         mpiar.allreduce(x, out=y, check=False), NumPy arrays
+  numpy+check   mpiar.allreduce(x, out=y): the default, with the cross-rank argument check
+  torch         mpiar.allreduce(t, out=u, check=False), torch tensors (when torch imports)
+  torch+check   mpiar.allreduce(t, out=u)
+
+at 8 B (2 float32: the per-call overhead, Python minus C) and 64 MiB (throughput, Python / C).
+"""
+
+import argparse
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import mpiar
+from mpiar import _mpiar
+
+try:
+    import torch
+    torch.set_num_threads(1)
+except ImportError:
+    torch = None
+
+
+def contenders(nbytes):
+    n = nbytes // 4
+    x, y = np.ones(n, np.float32), np.empty(n, np.float32)
+    c = {"C": lambda iters: _mpiar._c_loop(x, iters, out=y)}
+
+    def loop(a, b, check):
+        def run(iters):
+            f = mpiar.allreduce
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                f(a, out=b, check=check)
+            return time.perf_counter() - t0
+        return run
+
+    c["numpy"] = loop(x, y, False)
+    c["numpy+check"] = loop(x, y, True)
+    if torch is not None:
+        t, u = torch.ones(n), torch.empty(n)
+        c["torch"] = loop(t, u, False)
+        c["torch+check"] = loop(t, u, True)
+    return c
+
+
+def measure(nbytes, iters, reps, comm):
+    runs = contenders(nbytes)
+    for run in runs.values():  # warm-up: contexts, plans, first touches
+        run(max(1, iters // 10))
+    times = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, run in runs.items():
+            comm.Barrier()
+            times[name].append(run(iters) / iters)
+    return {name: float(np.median(v)) for name, v in times.items()}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=21)
+    p.add_argument("--small-iters", type=int, default=4000)
+    p.add_argument("--large-iters", type=int, default=8)
+    a = p.parse_args()
+    comm = MPI.COMM_WORLD
+    small = measure(8, a.small_iters, a.reps, comm)
+    large = measure(64 << 20, a.large_iters, a.reps, comm)
+    if comm.Get_rank() != 0:
+        return
+    with open("/proc/loadavg") as f:
+        load = f.read().split()[:3]
+    print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0]}; "
+          f"load average {' '.join(load)}; medians of {a.reps} blocks")
+    print(f"{'contender':<14}{'8 B us/call':>14}{'overhead us':>14}{'64 MiB ms/call':>16}"
+          f"{'GB/s':>8}{'vs C':>8}")
+    for name in small:
+        s, l = small[name], large[name]
+        print(f"{name:<14}{s * 1e6:>14.3f}{(s - small['C']) * 1e6:>14.3f}{l * 1e3:>16.3f}"
+              f"{(64 << 20) / l / 1e9:>8.2f}{large['C'] / l:>8.3f}")
+
+
+if __name__ == "__main__":
+    main()
