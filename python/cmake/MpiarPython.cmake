@@ -149,7 +149,7 @@ function(mpiar_python_add_tests)
 
   # pip install --no-build-isolation of python/ against an installed libmpiar, then a 2-rank run.
   mpiar_python_test(NAME python_pip_install NP 2 NEED numpy,mpi4py,pip,setuptools TIMEOUT 300
-                    SCRIPT "${tests}/check_pip_install.sh"
+                    SCRIPT "${tests}/check_pip_install.sh" ENV "CMAKE_COMMAND=${CMAKE_COMMAND}"
                     ARGS "${A_LIBBUILD}" "${src}/python" "${work}/pip" "${A_MPICC}")
 
   # The extension built against this build's own MPI (not mpi4py's) must refuse to import.

@@ -8,7 +8,7 @@ set -euo pipefail
 libbuild=$1 src=$2 work=$3 mpicc=$4
 rm -rf "$work"
 mkdir -p "$work"
-cmake --install "$libbuild" --prefix "$work/prefix" > "$work/install.log"
+"${CMAKE_COMMAND:-cmake}" --install "$libbuild" --prefix "$work/prefix" > "$work/install.log"
 cp -r "$src" "$work/src"
 rm -rf "$work/src/build" "$work/src"/*.egg-info
 PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" MPICC="$mpicc" \
