@@ -15,7 +15,7 @@ the same parameters, bit for bit.
         [--backend mpiar|gloo] [--time]
 
 --write saves the loss curve; --compare checks this run's curve against a saved one (relative
-tolerance 1e-4) and fails otherwise. --stop-after K saves a checkpoint after K steps and stops;
+tolerance 1e-5) and fails otherwise. --stop-after K saves a checkpoint after K steps and stops;
 --resume continues from it in a new job (worker 0 reads the file; mpiar.torch broadcasts the
 model and the optimizer state). --backend gloo averages the gradients with torch.distributed's
 gloo backend instead (one all_reduce of all gradients, as mpiar's fused pushpull), for timing.
@@ -115,7 +115,7 @@ def resume(path, model, opt, comm):
     return int(step[0])
 
 
-def compare(curve, path, rtol=1e-4):
+def compare(curve, path, rtol=1e-5):
     ref = {}
     with open(path) as f:
         for line in f:
@@ -144,6 +144,9 @@ def parse_args(argv):
     p.add_argument("--backend", choices=["mpiar", "gloo"], default="mpiar")
     p.add_argument("--gloo-port", type=int, default=29517)
     p.add_argument("--time", action="store_true", help="print the median step time")
+    p.add_argument("--expect-ranks", type=int,
+                   help="fail unless the job has this many ranks (a launcher of another MPI "
+                        "starts singletons)")
     a = p.parse_args(argv)
     if a.stop_after is not None and not a.checkpoint:
         p.error("--stop-after needs --checkpoint")
@@ -154,6 +157,9 @@ def main(argv=None):
     args = parse_args(argv)
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
+    if args.expect_ranks is not None and size != args.expect_ranks:
+        raise SystemExit(f"this process sees {size} of the {args.expect_ranks} ranks it was "
+                         "launched with: the launcher does not belong to mpi4py's MPI")
     if args.global_batch % size:
         raise SystemExit(f"the global batch {args.global_batch} must divide among {size} ranks")
     torch.set_num_threads(1)

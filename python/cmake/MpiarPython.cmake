@@ -124,7 +124,7 @@ function(mpiar_python_add_tests)
     mpiar_python_test(NAME python_np${np} NP ${np} NEED ${core} TIMEOUT 120
                       ARGS ${pytest} ${core_files})
     mpiar_python_test(NAME python_torch_np${np} NP ${np} NEED ${withtorch} TIMEOUT 120
-                      ARGS ${pytest} "${tests}/test_torch.py")
+                      ARGS ${pytest} "${tests}/test_world.py" "${tests}/test_torch.py")
   endforeach()
 
   # Training (examples/python/train_mlp.py): the 1-rank run writes the reference loss curve; 2
@@ -132,19 +132,20 @@ function(mpiar_python_add_tests)
   set(train "${src}/examples/python/train_mlp.py")
   set(ref "${work}/train_reference.txt")
   mpiar_python_test(NAME python_train_np1 NP 1 NEED numpy,mpi4py,torch TIMEOUT 120
-                    ARGS "${train}" --write "${ref}")
+                    ARGS "${train}" --expect-ranks 1 --write "${ref}")
   set_tests_properties(python_train_np1 PROPERTIES FIXTURES_SETUP python_train_reference)
   foreach(np 2 4)
     mpiar_python_test(NAME python_train_np${np} NP ${np} NEED numpy,mpi4py,torch TIMEOUT 180
-                      ARGS "${train}" --compare "${ref}")
+                      ARGS "${train}" --expect-ranks ${np} --compare "${ref}")
     set_tests_properties(python_train_np${np} PROPERTIES FIXTURES_REQUIRED python_train_reference)
   endforeach()
   # Checkpoint and resume: stop half way and save, then a new job loads and finishes; the curve
   # of the resumed part must still match the reference.
   set(ckpt "${work}/train_resume.ckpt")
   mpiar_python_test(NAME python_train_resume_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 180
-                    ARGS "${train}" --stop-after 20 --checkpoint "${ckpt}" --compare "${ref}"
-                         --- "${train}" --resume "${ckpt}" --compare "${ref}")
+                    ARGS "${train}" --expect-ranks 2 --stop-after 20 --checkpoint "${ckpt}"
+                         --compare "${ref}" --- "${train}" --expect-ranks 2 --resume "${ckpt}"
+                         --compare "${ref}")
   set_tests_properties(python_train_resume_np2 PROPERTIES FIXTURES_REQUIRED python_train_reference)
 
   # pip install --no-build-isolation of python/ against an installed libmpiar, then a 2-rank run.
