@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The two entry points of the README, for a fresh Debian machine:
 #   ./run.sh bench   install what is missing, build, run the main job (mpiar-bench on 2 ranks)
-#   ./run.sh test    install what is missing, build, run the whole test suite, then run it again
-#                    built with AddressSanitizer and UndefinedBehaviorSanitizer
+#   ./run.sh test    install what is missing, build with warnings as errors, run the whole test
+#                    suite (with the libFuzzer targets, built with clang), then run it again built
+#                    with AddressSanitizer and UndefinedBehaviorSanitizer
 # Options come from the environment: BUILD_DIR (default build), RESULTS_DIR (default results),
 # JOBS (default: the number of CPUs), CMAKE_ARGS (extra arguments for cmake), SANITIZE=0 (skip
 # the sanitizer pass).
@@ -23,8 +24,9 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # labelled python) needs Debian's interpreter with numpy, mpi4py, torch and pytest, and Open MPI
 # (Debian's mpi4py is built with it); the rest of the project stays on MPICH.
 packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind
-          python3-dev python3-numpy python3-mpi4py python3-torch python3-pytest python3-setuptools
-          python3-pip openmpi-bin libopenmpi-dev)
+  clang-14 libclang-rt-14-dev
+  python3-dev python3-numpy python3-mpi4py python3-torch python3-pytest python3-setuptools
+  python3-pip openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -44,8 +46,13 @@ if ((${#missing[@]})); then
   fi
 fi
 
+# The test command builds with warnings as errors, as CI does.
+werror=()
+if [ "$mode" = test ]; then
+  werror=(-DMPIAR_WERROR=ON)
+fi
 # shellcheck disable=SC2086
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release "${werror[@]}" ${CMAKE_ARGS:-}
 cmake --build "$BUILD_DIR" -j "$JOBS"
 
 if [ "$mode" = test ]; then
@@ -56,7 +63,7 @@ if [ "$mode" = test ]; then
   if [ "${SANITIZE:-1}" != 0 ]; then
     # shellcheck disable=SC2086
     cmake -S . -B "$BUILD_DIR-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DMPIAR_SANITIZE=address,undefined ${CMAKE_ARGS:-}
+      -DMPIAR_SANITIZE=address,undefined -DMPIAR_WERROR=ON ${CMAKE_ARGS:-}
     cmake --build "$BUILD_DIR-sanitize" -j "$JOBS"
     cd "$BUILD_DIR-sanitize"
     ASAN_OPTIONS=detect_leaks=0 exec ctest --output-on-failure -j "$JOBS"

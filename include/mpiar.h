@@ -6,6 +6,32 @@
  * Every function that can fail returns an error code: `MPIAR_SUCCESS` (0) or a negative
  * `MPIAR_ERR_*` value. No function aborts the process. `mpiar_strerror()` names a code and
  * `mpiar_last_error()` gives the detail of the last failure on the calling thread.
+ *
+ * Collectives and ordering: every collective call (blocking, nonblocking or persistent start) is
+ * collective over its communicator, and, as in MPI, every rank starts the collectives of one
+ * communicator in the same order with the same arguments (count, dtype, op, root, algorithm and
+ * segment options). With MPIAR_CHECK=1 (or mpiar_options_t.check = 1) the ranks agree on the
+ * arguments before any data moves, and a difference is an MPIAR_ERR_MISMATCH on every rank that
+ * names the ranks and values that differ. Without it, a difference that changes the size of any
+ * message is still an error on the ranks that receive such a message (sizes are checked before
+ * receiving, so nothing is truncated or overwritten), and those ranks tell the others, which
+ * then fail with MPIAR_ERR_COMM_BROKEN; a difference that changes no message size (a datatype
+ * of the same size, another operation) is found only by the check.
+ *
+ * Threads: calls on different communicators may run concurrently from different threads (MPI
+ * must provide MPI_THREAD_MULTIPLE). The calls on one communicator (starting operations,
+ * testing, waiting and freeing its requests) come from one thread at a time: a second thread
+ * entering a call on a communicator while another thread is inside one on the same
+ * communicator gets MPIAR_ERR_CONCURRENT. Requests of one communicator may be completed from
+ * another thread than the one that started them, one thread at a time.
+ *
+ * Failures: a failure during communication (a deadline, a message of the wrong size, an MPI
+ * error) breaks the communicator's context: every outstanding request on it fails, the other
+ * ranks are told (their calls on the communicator then fail with MPIAR_ERR_COMM_BROKEN instead of
+ * waiting), and later calls on it return MPIAR_ERR_COMM_BROKEN. Free the communicator and use a
+ * new one. After a failed call, MPI may still read that call's send buffer until the
+ * communicator is freed (or MPI_Finalize); receive buffers are no longer written once the call
+ * has returned.
  */
 #ifndef MPIAR_H
 #define MPIAR_H
@@ -15,188 +41,70 @@
 
 #include <mpi.h>
 
+#include "mpiar_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** Major version: incompatible API changes. */
-#define MPIAR_VERSION_MAJOR 0
-/** Minor version: compatible additions. */
-#define MPIAR_VERSION_MINOR 1
-/** Patch version: fixes only. */
-#define MPIAR_VERSION_PATCH 0
-/** The version as one comparable number: 0xMMmmpp. */
-#define MPIAR_VERSION_HEX \
-  ((MPIAR_VERSION_MAJOR << 16) | (MPIAR_VERSION_MINOR << 8) | MPIAR_VERSION_PATCH)
-
-/** @return the run-time library version as "MAJOR.MINOR.PATCH" (a static string). */
-const char *mpiar_version(void);
-
-/** @return the run-time library version as MPIAR_VERSION_HEX of the library that is loaded. */
-unsigned mpiar_version_hex(void);
-
-/**
- * Element types. f16 is IEEE 754 binary16, bf16 is the upper half of a binary32.
- * f16 and bf16 are reduced in f32 and rounded back to nearest, ties to even.
- */
-typedef enum mpiar_dtype {
-  MPIAR_INT8 = 0,
-  MPIAR_UINT8,
-  MPIAR_INT32,
-  MPIAR_UINT32,
-  MPIAR_INT64,
-  MPIAR_UINT64,
-  MPIAR_FLOAT16,
-  MPIAR_BFLOAT16,
-  MPIAR_FLOAT32,
-  MPIAR_FLOAT64,
-  MPIAR_DTYPE_COUNT /**< Number of element types; not a type. */
-} mpiar_dtype_t;
-
-/**
- * Reduction operations.
- *
- * - SUM, PROD, MIN, MAX: every type. Integer SUM and PROD wrap modulo 2^bits (signed types too,
- *   in two's complement); they never trap.
- * - BAND, BOR, BXOR: integer types only.
- * - AVG: floating types only. In an allreduce it is the sum over all ranks divided by the
- *   number of ranks. In mpiar_reduce_local() it is the mean of the two operands, (a + b) / 2.
- *
- * Floating MIN and MAX order values as IEEE 754-2019 minimum/maximum do (-0 is smaller than
- * +0) and propagate NaN: a NaN operand is returned with its bits unchanged, the first operand's
- * when both are NaN. Floating SUM, PROD and AVG return the first NaN operand quieted (payload
- * kept). f16 and bf16 keep subnormals; bf16 AVG is computed in f32 as (a + b) * 0.5 and overflows
- * to infinity only where f32 would.
- */
-typedef enum mpiar_op {
-  MPIAR_SUM = 0,
-  MPIAR_PROD,
-  MPIAR_MIN,
-  MPIAR_MAX,
-  MPIAR_BAND,
-  MPIAR_BOR,
-  MPIAR_BXOR,
-  MPIAR_AVG,
-  MPIAR_OP_COUNT /**< Number of operations; not an operation. */
-} mpiar_op_t;
-
-/**
- * Every error code, generated from one list: X(NAME, value, "description").
- * The values are stable and negative; MPIAR_SUCCESS is 0.
- */
-#define MPIAR_ERRNO_MAP(X)                                                              \
-  X(SUCCESS, 0, "success")                                                              \
-  X(ERR_INVALID_ARG, -1, "invalid argument")                                            \
-  X(ERR_NULL_BUFFER, -2, "null buffer with a non-zero count")                           \
-  X(ERR_UNSUPPORTED, -3, "operation not supported")                                     \
-  X(ERR_BAD_DTYPE_OP, -4, "unsupported datatype and operation pair")                    \
-  X(ERR_OVERLAP, -5, "send and receive buffers partially overlap")                      \
-  X(ERR_NOMEM, -6, "out of memory")                                                     \
-  X(ERR_MPI, -7, "an MPI call failed")                                                  \
-  X(ERR_MPI_STATE, -8, "MPI is not initialized or already finalized")                   \
-  X(ERR_COMM, -9, "invalid communicator")                                               \
-  X(ERR_UNKNOWN_ALGORITHM, -10, "unknown algorithm name")                               \
-  X(ERR_TIMEOUT, -11, "deadline passed before the operation completed")                 \
-  X(ERR_COMM_BROKEN, -12, "communicator context is broken by an earlier failure")       \
-  X(ERR_ENV, -13, "malformed environment variable")                                     \
-  X(ERR_ISA_UNAVAILABLE, -14, "requested instruction set is not available on this CPU") \
-  X(ERR_KEY_UNKNOWN, -15, "unknown key")                                                \
-  X(ERR_KEY_EXISTS, -16, "key already initialized")                                     \
-  X(ERR_MISMATCH, -17, "arguments differ between ranks or from the registered ones")    \
-  X(ERR_CORRUPT, -18, "corrupt or mismatched data")                                     \
-  X(ERR_IO, -19, "input/output error")                                                  \
-  X(ERR_INTERNAL, -20, "internal error")
-
-/** Error codes (see MPIAR_ERRNO_MAP). */
-typedef enum mpiar_error {
-#define MPIAR_ERRNO_ENUM_(name, value, text) MPIAR_##name = value,
-  MPIAR_ERRNO_MAP(MPIAR_ERRNO_ENUM_)
-#undef MPIAR_ERRNO_ENUM_
-} mpiar_error_t;
-
-/** @return a static description of an error code ("unknown error" for other values). */
-const char *mpiar_strerror(int err);
-
-/** @return the code's name, e.g. "MPIAR_ERR_TIMEOUT" ("MPIAR_ERR_UNKNOWN" for other values). */
-const char *mpiar_err_name(int err);
-
-/**
- * @return the detail message of the last failure of an mpiar call on the calling thread
- * (thread-local storage, valid until the next failing call on this thread); "" if none.
- */
-const char *mpiar_last_error(void);
-
-/** @return the size in bytes of one element of @p dtype, or 0 for an invalid type. */
-size_t mpiar_dtype_size(mpiar_dtype_t dtype);
-
-/** @return the name of @p dtype ("float32", "bfloat16", ...), or NULL for an invalid type. */
-const char *mpiar_dtype_name(mpiar_dtype_t dtype);
-
-/** @return the name of @p op ("sum", "avg", ...), or NULL for an invalid operation. */
-const char *mpiar_op_name(mpiar_op_t op);
-
-/**
- * Parse a datatype name as printed by mpiar_dtype_name() (also "f32", "f64", "f16", "bf16",
- * "i8", "u8", "i32", "u32", "i64", "u64").
- * @return MPIAR_SUCCESS, or MPIAR_ERR_INVALID_ARG for an unknown name.
- */
-int mpiar_dtype_from_name(const char *name, mpiar_dtype_t *dtype);
-
-/** Parse an operation name as printed by mpiar_op_name(). @return as mpiar_dtype_from_name(). */
-int mpiar_op_from_name(const char *name, mpiar_op_t *op);
-
-/** @return 1 if @p op is defined on @p dtype, 0 otherwise (also for invalid values). */
-int mpiar_op_supported(mpiar_dtype_t dtype, mpiar_op_t op);
-
-/**
- * The reduction kernel as a public call: dst[i] = a[i] op b[i] for i < count.
- *
- * @p dst may be the same pointer as @p a or @p b (in place); other overlap is undefined.
- * Uses the fastest kernel the CPU supports (see MPIAR_KERNEL) and, for long spans, several
- * OpenMP threads (see MPIAR_NUM_THREADS); the result bits never depend on either choice.
- * Needs no MPI.
- *
- * @return MPIAR_SUCCESS, MPIAR_ERR_NULL_BUFFER, MPIAR_ERR_INVALID_ARG, MPIAR_ERR_BAD_DTYPE_OP,
- *         MPIAR_ERR_ENV or MPIAR_ERR_ISA_UNAVAILABLE (bad MPIAR_KERNEL).
- */
-int mpiar_reduce_local(void *dst, const void *a, const void *b, size_t count, mpiar_dtype_t dtype,
-                       mpiar_op_t op);
-
-/**
- * @return the name of the kernel level in use: "reference", "avx2" or "avx512"; NULL if the
- * kernel layer failed to initialize (mpiar_last_error() says why).
- */
-const char *mpiar_kernel_level(void);
 
 /** Pass as sendbuf to reduce in place: recvbuf holds the input and receives the result. */
 #define MPIAR_IN_PLACE ((const void *)MPI_IN_PLACE)
 
 /**
- * Per-call options. Always initialise with MPIAR_OPTIONS_INIT so that fields added later get
- * their defaults.
+ * Per-call options. Always initialise with MPIAR_OPTIONS_INIT (C and C++) or
+ * mpiar_options_init(): the first field holds the size of the structure the caller was compiled
+ * with, so a program built against an older header, with fewer fields, still works with a newer
+ * library (the missing fields take their defaults), and a structure that was never initialised is
+ * refused with MPIAR_ERR_INVALID_ARG.
  */
 typedef struct mpiar_options {
+  /** sizeof(mpiar_options_t), set by MPIAR_OPTIONS_INIT. */
+  size_t struct_size;
   /** Algorithm: NULL or "auto" to select by size and rank count, else a registry name. */
   const char *algorithm;
-  /** Segment size in bytes for pipelined algorithms; 0 = the selector's choice. */
+  /**
+   * Segment size in bytes for pipelined algorithms; 0 = MPIAR_SEGMENT_BYTES or the selector's
+   * choice. At least 4 KiB; a segment is also raised so that a ring block holds at most 1024.
+   */
   size_t segment_bytes;
   /** Deadline in milliseconds; 0 = MPIAR_TIMEOUT_MS or none; negative = none. */
   int timeout_ms;
+  /** Agree on the arguments before the collective: 1 on, 0 off, -1 = MPIAR_CHECK (default). */
+  int check;
+  /** Reproducible results (see README): 1 on, 0 off, -1 = MPIAR_REPRODUCIBLE (default). */
+  int reproducible;
 } mpiar_options_t;
 
-/** Default options: automatic algorithm, automatic segment size, deadline from the environment. */
+/** Default options: automatic algorithm and segment, deadline and checks from the environment. */
 #define MPIAR_OPTIONS_INIT \
-  { NULL, 0, 0 }
+  { sizeof(mpiar_options_t), NULL, 0, 0, -1, -1 }
+
+/** The default options, as a function (for languages and macros that cannot use the braces). */
+static inline mpiar_options_t mpiar_options_init(void) {
+  mpiar_options_t o = MPIAR_OPTIONS_INIT;
+  return o;
+}
+
+/**
+ * Create the communicator's context now (collective over @p comm). Optional: the first collective
+ * on a communicator does it otherwise. The context holds a private duplicate of @p comm (made with
+ * MPI_Comm_idup, so the deadline of @p opts or MPIAR_TIMEOUT_MS bounds the wait for the other
+ * ranks), finds the ranks of each node, and is released when @p comm is freed or at
+ * MPI_Finalize. Calling it again on a communicator that has a context does nothing.
+ *
+ * @return MPIAR_SUCCESS; MPIAR_ERR_TIMEOUT (a rank did not arrive in time: the communicator is
+ *         then unusable with mpiar, and later calls return MPIAR_ERR_COMM_BROKEN);
+ *         MPIAR_ERR_COMM; MPIAR_ERR_MPI_STATE; MPIAR_ERR_ENV; MPIAR_ERR_NOMEM; MPIAR_ERR_MPI.
+ */
+int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts);
 
 /**
  * Allreduce: every rank of @p comm receives in @p recvbuf the reduction of all ranks' @p sendbuf.
  *
- * Runs on a private duplicate of @p comm, so it never matches the caller's messages. Collective:
- * every rank must call it with the same count, dtype, op and algorithm. Every rank ends with
- * bitwise identical results. On failure nothing is written to @p recvbuf when the failure is
- * found before communication starts (argument checks); a failure during communication (a
- * deadline, an MPI error) marks the communicator's context broken, so that later calls on it
- * return MPIAR_ERR_COMM_BROKEN instead of mismatching messages.
+ * Runs on a private duplicate of @p comm, so it never matches the caller's messages. Collective
+ * (see the ordering rules above). Every rank ends with bitwise identical results. On failure
+ * nothing is written to @p recvbuf when the failure is found before communication starts
+ * (argument checks).
  *
  * @param sendbuf input of this rank, or MPIAR_IN_PLACE to take the input from @p recvbuf
  * @param recvbuf result (count elements); must not partially overlap @p sendbuf
@@ -221,18 +129,96 @@ int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm
 int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                    const mpiar_options_t *opts);
 
-/**
- * @return the number of allreduce algorithms in the registry; with mpiar_algorithm_name() it
- * enumerates them.
- */
-int mpiar_algorithm_count(void);
+/** A request: an operation in progress or a persistent operation (opaque handle). */
+typedef struct mpiar_request *mpiar_request_t;
 
-/** @return the name of algorithm @p index (0 <= index < mpiar_algorithm_count()), or NULL. */
-const char *mpiar_algorithm_name(int index);
+/** The null request: waiting on it or testing it returns at once. */
+#define MPIAR_REQUEST_NULL ((mpiar_request_t)0)
+
+/**
+ * Nonblocking allreduce: starts the operation and returns a request in @p req. The buffers must
+ * not be touched until the request completes (mpiar_test / mpiar_wait and friends). Several
+ * operations may be outstanding on one communicator; each has its own message space, and they
+ * may complete in any order. Progress happens inside the test and wait calls of any request of
+ * the communicator (each advances every outstanding operation of it), and in a progress thread
+ * with MPIAR_PROGRESS=thread. Argument errors are returned here and no request is made.
+ *
+ * @return MPIAR_SUCCESS or an error code; *req is MPIAR_REQUEST_NULL on error.
+ */
+int mpiar_iallreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                     mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                     mpiar_request_t *req);
+
+/** Nonblocking broadcast (see mpiar_iallreduce() and mpiar_bcast_ex()). */
+int mpiar_ibcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                 const mpiar_options_t *opts, mpiar_request_t *req);
+
+/**
+ * Persistent allreduce: checks the arguments, selects the algorithm and builds (or finds) its plan
+ * once, and returns an inactive request. mpiar_start() runs it again and again with the same
+ * buffers (their contents may change between runs), without allocating or looking anything up;
+ * test/wait complete each run, and mpiar_request_free() releases it. Creating the request is
+ * collective only in that it may create the communicator's context.
+ */
+int mpiar_allreduce_init(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                         mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                         mpiar_request_t *req);
+
+/** Persistent broadcast (see mpiar_allreduce_init()). */
+int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                     const mpiar_options_t *opts, mpiar_request_t *req);
+
+/**
+ * Start an inactive persistent request (collective: every rank starts it, in the same order as
+ * the other collectives of the communicator).
+ * @return MPIAR_SUCCESS; MPIAR_ERR_INVALID_ARG (null, not persistent, or already active);
+ *         MPIAR_ERR_COMM_BROKEN; MPIAR_ERR_CONCURRENT.
+ */
+int mpiar_start(mpiar_request_t *req);
+
+/** mpiar_start() on each of @p n requests, in array order. */
+int mpiar_startall(int n, mpiar_request_t reqs[]);
+
+/**
+ * Test a request: *done = 1 if it completed (a nonpersistent request is then released and set to
+ * MPIAR_REQUEST_NULL; a persistent one becomes inactive), else 0. Advances every outstanding
+ * operation of the request's communicator. MPIAR_REQUEST_NULL and inactive persistent requests
+ * are complete.
+ * @return the operation's result once complete (MPIAR_SUCCESS or its error), else MPIAR_SUCCESS.
+ */
+int mpiar_test(mpiar_request_t *req, int *done);
+
+/** Wait until a request completes (see mpiar_test()). @return the operation's result. */
+int mpiar_wait(mpiar_request_t *req);
+
+/**
+ * Wait for every request of @p reqs (the requests may belong to different communicators).
+ * @return MPIAR_SUCCESS if all succeeded, else the first error in array order (each request is
+ *         completed and released all the same).
+ */
+int mpiar_waitall(int n, mpiar_request_t reqs[]);
+
+/**
+ * Test whether any request of @p reqs has completed: *done = 1 and *index = its position if so
+ * (it is then released as by mpiar_test()); *done = 1 and *index = -1 if every entry is
+ * MPIAR_REQUEST_NULL or inactive; else *done = 0.
+ * @return the completed operation's result, else MPIAR_SUCCESS.
+ */
+int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done);
+
+/** Wait until any request of @p reqs completes (see mpiar_testany()). */
+int mpiar_waitany(int n, mpiar_request_t reqs[], int *index);
+
+/**
+ * Release a request and set it to MPIAR_REQUEST_NULL. An active request is first completed
+ * (waited for), since its operation is collective and the other ranks depend on it.
+ * @return MPIAR_SUCCESS or the result of the operation it had to complete.
+ */
+int mpiar_request_free(mpiar_request_t *req);
 
 /**
  * The algorithm and segment size that "auto" would pick for @p bytes on @p nranks ranks in this
- * process (environment and tuning file included).
+ * process (MPIAR_ALGORITHM and MPIAR_SEGMENT_BYTES included).
  * @return MPIAR_SUCCESS or an error (MPIAR_ERR_ENV, MPIAR_ERR_UNKNOWN_ALGORITHM, ...).
  */
 int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segment_bytes);

@@ -54,10 +54,31 @@ typedef struct mpiar_kv_key {
 /** Longest string key in bytes (without the terminating zero). */
 #define MPIAR_KV_KEY_MAX 1024
 
+/** The integer key @p i (a function, for C++ and other languages). */
+static inline mpiar_kv_key_t mpiar_kv_int(int64_t i) {
+  mpiar_kv_key_t k;
+  k.name = NULL;
+  k.id = i;
+  return k;
+}
+
+/** The string key @p s, a NUL-terminated string (a function, for C++ and other languages). */
+static inline mpiar_kv_key_t mpiar_kv_str(const char *s) {
+  mpiar_kv_key_t k;
+  k.name = s;
+  k.id = 0;
+  return k;
+}
+
+#ifdef __cplusplus
+#define MPIAR_KV_INT(i) mpiar_kv_int((int64_t)(i))
+#define MPIAR_KV_STR(s) mpiar_kv_str(s)
+#else
 /** The integer key @p i. */
 #define MPIAR_KV_INT(i) ((mpiar_kv_key_t){NULL, (int64_t)(i)})
 /** The string key @p s (a NUL-terminated string). */
 #define MPIAR_KV_STR(s) ((mpiar_kv_key_t){(s), 0})
+#endif
 
 /** Use the threshold from MPIAR_FUSION_BYTES, or MPIAR_KV_FUSION_DEFAULT when it is unset. */
 #define MPIAR_KV_FUSION_AUTO ((size_t)-1)
@@ -69,6 +90,8 @@ typedef struct mpiar_kv_key {
  * get their defaults. Every worker must pass the same options (create checks this).
  */
 typedef struct mpiar_kv_options {
+  /** sizeof(mpiar_kv_options_t), set by MPIAR_KV_OPTIONS_INIT (see mpiar_options_t). */
+  size_t struct_size;
   /**
    * Fusion threshold in bytes: pushpull_batch and step_batch pack tensors into buffers of at
    * most this many bytes and reduce each buffer with one allreduce; a larger tensor goes alone.
@@ -84,7 +107,10 @@ typedef struct mpiar_kv_options {
    * workers, so that fused and per-key results agree bit for bit).
    */
   const char *algorithm;
-  /** Deadline of each collective in milliseconds, as mpiar_options_t.timeout_ms. */
+  /**
+   * Deadline of each collective in milliseconds, as mpiar_options_t.timeout_ms (it also bounds
+   * mpiar_kv_create's wait for the other workers).
+   */
   int timeout_ms;
   /**
    * 1 (default): pushpull, pushpull_batch, step and step_batch run the metadata agreement before
@@ -92,11 +118,24 @@ typedef struct mpiar_kv_options {
    * identical calls on every worker, and a mismatch may hang or fail inside the allreduce.
    */
   int verify;
+  /**
+   * Reproducible reductions (see the README): 1 on, 0 off, -1 (default) = MPIAR_REPRODUCIBLE.
+   * On, every element is the canonical combination of the workers' values whatever the
+   * algorithm, fusion, piece size or path (pushpull, batch, async), so the store no longer needs
+   * to force Rabenseifner for fused and per-key results to agree.
+   */
+  int reproducible;
 } mpiar_kv_options_t;
 
 /** Default options: automatic fusion threshold, sum, automatic algorithm, verified calls. */
 #define MPIAR_KV_OPTIONS_INIT \
-  { MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1 }
+  { sizeof(mpiar_kv_options_t), MPIAR_KV_FUSION_AUTO, MPIAR_SUM, NULL, 0, 1, -1 }
+
+/** The default options, as a function. */
+static inline mpiar_kv_options_t mpiar_kv_options_init(void) {
+  mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
+  return o;
+}
 
 /**
  * Create a store over the workers of @p comm (collective over @p comm). The store uses its own
@@ -181,6 +220,39 @@ int mpiar_kv_pushpull_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys
                             const void *const *ins, void *const *outs);
 
 /**
+ * Asynchronous pushpull, for overlapping gradient reduction with the backward pass (the MXNet
+ * trainer's `pushpull(idx, grad, priority=-i)`): out = the sum (or average) of every worker's
+ * @p in for @p key, as mpiar_kv_pushpull(), started in the background.
+ *
+ * The call queues the tensor and returns. Queued tensors start when the queue holds a fusion
+ * buffer's worth (the threshold of mpiar_kv_fusion_bytes()), when a tensor larger than the
+ * threshold arrives, at mpiar_kv_wait_all(), and at the first test or wait on a queued request.
+ * Every start point therefore depends only on the sequence of calls, which is the same on every
+ * worker: async pushpulls, and the first test or wait on each of their requests, are collective
+ * and must come in the same order on every worker. When several tensors start together, higher
+ * @p priority starts first (ties in call order); tensors of one dtype that fit are packed into
+ * one fusion buffer, reduced with one nonblocking allreduce, and copied out when it completes.
+ * Results equal mpiar_kv_pushpull() of each key, bit for bit, as for pushpull_batch.
+ *
+ * With verify = 1, each start runs the metadata agreement over the started tensors' keys.
+ * @p in and @p out must not be touched until the request completes.
+ *
+ * @param req receives a request completed by mpiar_test() / mpiar_wait() and friends, or NULL
+ *            (the operation is then completed by mpiar_kv_wait_all())
+ * @return MPIAR_SUCCESS, or an error of the local checks (no request is made then); errors of
+ *         the reduction are returned by the request's completion.
+ */
+int mpiar_kv_pushpull_async(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *out,
+                            int priority, mpiar_request_t *req);
+
+/**
+ * Start every queued asynchronous pushpull and wait until all the store's asynchronous pushpulls
+ * have finished (collective). Their requests complete at once afterwards (test/wait release
+ * them). @return MPIAR_SUCCESS or the first error of those operations.
+ */
+int mpiar_kv_wait_all(mpiar_kv_t *kv);
+
+/**
  * Broadcast: every worker's @p value and the store's value of @p key become @p root's @p value.
  * @return MPIAR_SUCCESS; MPIAR_ERR_KEY_UNKNOWN; MPIAR_ERR_NULL_BUFFER; MPIAR_ERR_INVALID_ARG
  *         (root out of range); MPIAR_ERR_MISMATCH; or a broadcast error.
@@ -219,9 +291,24 @@ typedef struct mpiar_kv_optimizer {
   double weight_decay;            /**< >= 0 */
 } mpiar_kv_optimizer_t;
 
-/** An SGD optimizer with the given learning rate, momentum and weight decay. */
+/** An SGD optimizer (a function, for C++ and other languages). */
+static inline mpiar_kv_optimizer_t mpiar_kv_sgd(double lr, double momentum, double wd) {
+  mpiar_kv_optimizer_t o;
+  o.kind = MPIAR_KV_OPTIMIZER_SGD;
+  o.learning_rate = lr;
+  o.momentum = momentum;
+  o.weight_decay = wd;
+  return o;
+}
+
+#ifdef __cplusplus
+#define MPIAR_KV_SGD(lr, momentum, wd) mpiar_kv_sgd((lr), (momentum), (wd))
+#else
+/** An SGD optimizer with the given learning rate, momentum and weight decay (C: an lvalue, so
+ * `&MPIAR_KV_SGD(...)` works; in C++ use mpiar_kv_sgd() and a variable). */
 #define MPIAR_KV_SGD(lr, momentum, wd) \
   ((mpiar_kv_optimizer_t){MPIAR_KV_OPTIMIZER_SGD, (lr), (momentum), (wd)})
+#endif
 
 /**
  * Set the optimizer of the store (collective; every worker must pass the same values, checked).
@@ -239,6 +326,16 @@ int mpiar_kv_set_optimizer(mpiar_kv_t *kv, const mpiar_kv_optimizer_t *opt);
  *         or float64); the errors of mpiar_kv_pushpull().
  */
 int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad);
+
+/**
+ * Apply the optimizer to the store's value of @p key with a gradient that is already averaged
+ * over the workers (for example by mpiar_kv_pushpull_async() on a store whose op is MPIAR_AVG).
+ * Local: no communication. mpiar_kv_step() is pushpull (average) followed by this update, so the
+ * two paths give the same bits.
+ * @return MPIAR_SUCCESS; MPIAR_ERR_KEY_UNKNOWN; MPIAR_ERR_NULL_BUFFER; MPIAR_ERR_UNSUPPORTED (no
+ *         optimizer, or a key that is not float32 or float64); MPIAR_ERR_NOMEM.
+ */
+int mpiar_kv_update(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *grad);
 
 /** mpiar_kv_step() of @p n keys, with the gradients reduced as in mpiar_kv_pushpull_batch(). */
 int mpiar_kv_step_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys, void *const *grads);

@@ -4,8 +4,9 @@
  * exchange bandwidth of each size as the limit they are measured against.
  *
  * The program is split in three: options.c parses the command line (no MPI, so that bad
- * arguments are rejected identically on every rank before MPI starts), report.c turns the
- * measured times into statistics, the summary table, CSV and JSON, and main.c runs the sweep.
+ * arguments are rejected identically on every rank before MPI starts; perf/common/tool.h), report.c
+ * turns the measured times into statistics, the summary table, CSV and JSON, and main.c runs the
+ * sweep.
  */
 #ifndef MPIAR_BENCH_H
 #define MPIAR_BENCH_H
@@ -40,9 +41,6 @@
 #define BENCH_SMALL_MAX_BYTES ((size_t)4 << 10)
 #define BENCH_LARGE_MIN_BYTES ((size_t)4 << 20)
 
-/* Outcome of bench_parse_args(). */
-enum { BENCH_PARSE_OK = 0, BENCH_PARSE_HELP = 1, BENCH_PARSE_ERROR = 2 };
-
 typedef struct bench_opts {
   size_t min_bytes;    /* -b */
   size_t max_bytes;    /* -e */
@@ -62,14 +60,11 @@ typedef struct bench_opts {
 } bench_opts_t;
 
 /*
- * Parse the command line (argv[1..argc-1]) into @p o. Needs no MPI.
- * @return BENCH_PARSE_OK, BENCH_PARSE_HELP (--help given), or BENCH_PARSE_ERROR with a one-line
- * message in @p err.
+ * Parse the command line (argv[1..argc-1]) into @p o with the tools' common parser. Needs no
+ * MPI; prints --help or the error (on the launcher's rank 0).
+ * @return -1 to run, else the exit code: 0 after --help, 2 for a bad argument.
  */
-int bench_parse_args(int argc, char **argv, bench_opts_t *o, char *err, size_t errlen);
-
-/* Print the --help text to @p f. */
-void bench_usage(FILE *f);
+int bench_parse_args(int argc, char **argv, bench_opts_t *o);
 
 /* @return 1 if MPI has a predefined datatype for @p dtype (so `mpi` can run it), else 0. */
 int bench_mpi_has_dtype(mpiar_dtype_t dtype);
@@ -88,15 +83,55 @@ typedef struct bench_stat {
 /* Compute the statistics of @p n times (n >= 1); @p scratch holds n doubles. */
 void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_t *out);
 
+/* One message of a limit plan (limit.c). */
+typedef struct bench_msg {
+  int is_send;
+  int peer;
+  int tag;
+  size_t bytes;
+  size_t offset; /* receives: where in the limit's receive buffer */
+} bench_msg_t;
+
+/*
+ * A plan of the point-to-point limit: messages this rank posts all at once, then waits for. The
+ * exchange plan moves the 2(p-1)/p * n bytes of a bandwidth-optimal allreduce in one message;
+ * an algorithm's plan is its schedule's sends and receives without the reductions.
+ */
+typedef struct bench_plan {
+  char name[48]; /* "exchange", or the algorithm (with "/seg=SIZE") */
+  bench_msg_t *msgs;
+  int nmsgs;
+  size_t nreqs;      /* MPI requests, messages split in chunks of 1 GiB */
+  size_t send_bytes; /* the largest message sent (read from the start of the send buffer) */
+  size_t recv_bytes; /* receive buffer the plan needs */
+} bench_plan_t;
+
+/* The exchange plan of `bytes` per rank. @return 0 or -1 (no memory). */
+int bench_plan_exchange(bench_plan_t *plan, size_t bytes, int rank, int p);
+
+/* The plan of an algorithm's schedule for this rank. @return an mpiar code. */
+int bench_plan_schedule(bench_plan_t *plan, const char *algorithm, size_t segment_bytes, int rank,
+                        int p, size_t count, mpiar_dtype_t dtype, mpiar_op_t op, int in_place);
+
+/* Post every message of the plan and wait for all (reqs and statuses hold plan->nreqs).
+ * @return an MPI code. */
+int bench_plan_run(const bench_plan_t *plan, const void *sendbuf, void *recvbuf, MPI_Request *reqs,
+                   MPI_Status *statuses, MPI_Comm comm);
+
+void bench_plan_free(bench_plan_t *plan);
+
 /* Everything measured at one size. */
 typedef struct bench_row {
   size_t bytes; /* count * element size */
   size_t count;
-  size_t limit_bytes; /* bytes each rank sent in the point-to-point exchange */
+  size_t limit_bytes; /* 2(p-1)/p * bytes: what a bandwidth-optimal allreduce moves per rank */
   int iters;
   int warmup;
-  double limit_median;   /* median time of the point-to-point exchange, seconds */
-  const char *auto_pick; /* what `auto` selected at this size, NULL if `auto` did not run */
+  bench_plan_t *plans; /* the limit's plans at this size */
+  int nplans;
+  double limit_time;      /* best repetition of the fastest plan, seconds */
+  const char *limit_plan; /* that plan's name */
+  const char *auto_pick;  /* what `auto` selected at this size, NULL if `auto` did not run */
   size_t auto_segment;
   bench_stat_t alg[BENCH_MAX_ALGS];
 } bench_row_t;
@@ -119,7 +154,7 @@ typedef struct bench_run {
 typedef struct bench_figures {
   double algbw;     /* bytes / median time, GB/s (1e9 bytes per second) */
   double busbw;     /* algbw * 2(p-1)/p, GB/s */
-  double limit_bw;  /* limit_bytes / limit median time, GB/s */
+  double limit_bw;  /* limit_bytes / limit time, GB/s */
   double pct_limit; /* busbw / limit_bw * 100 */
   double speedup;   /* median time of `mpi` / median time of this algorithm: > 1 is faster */
 } bench_figures_t;

@@ -5,16 +5,21 @@
  * ranks than cores a barrier's busy-polling rank holds its core until the scheduler preempts it
  * (a whole tick), and that tick would be measured. Here each method runs blocks of K calls in a
  * row with one barrier per block; the time per call is the block time / K, the median over
- * blocks, the max over ranks. Methods alternate block by block (mpiar auto, each wait policy,
- * MPI_Allreduce), so drift hits all alike.
+ * blocks, the max over ranks. Methods alternate block by block, so drift hits all alike:
+ * the blocking call (with the wait policy of MPIAR_WAIT, and spinning), a persistent request
+ * (start + wait: no selection, no plan lookup, no allocation), a nonblocking call + wait, the
+ * blocking call with the argument check (MPIAR_CHECK) and in reproducible mode, and
+ * MPI_Allreduce.
  *
- * Usage: mpiexec -n P mpiar-latency [-s BYTES] [-k CALLS] [-r BLOCKS]
+ * Usage: mpiexec -n P mpiar-latency [-s BYTES] [-k CALLS] [-r BLOCKS] (--help for more)
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
+#include "common/tool.h"
 #include "core/context.h"
 #include "mpiar.h"
 
@@ -23,52 +28,108 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static void usage(int rank, const char *msg) {
-  if (rank == 0) {
-    fprintf(stderr, "mpiar-latency: %s\nusage: mpiar-latency [-s BYTES] [-k CALLS] [-r BLOCKS]\n",
-            msg);
+/* Ranks of MPI_COMM_WORLD on this node: they share its memory. */
+static int local_ranks(void) {
+  MPI_Comm node;
+  int n = 1;
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+      MPI_SUCCESS) {
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
   }
+  return n;
 }
 
 int main(int argc, char **argv) {
+  size_t bytes = 1024;
+  long calls = 200, blocks = 9;
+  const tool_arg_t args[] = {
+      {.short_name = 's',
+       .long_name = "size",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &bytes,
+       .lo = 4,
+       .hi = 4LL * INT_MAX,
+       .metavar = "BYTES",
+       .help = "message size, 4 B .. 8 GiB (one MPI_Allreduce of float32 elements;\n"
+               "K, M, G suffixes: powers of 1024); default 1K"},
+      {.short_name = 'k',
+       .long_name = "calls",
+       .kind = TOOL_ARG_INT,
+       .dest = &calls,
+       .lo = 1,
+       .hi = 1000000,
+       .metavar = "CALLS",
+       .help = "calls per block, back to back; default 200"},
+      {.short_name = 'r',
+       .long_name = "blocks",
+       .kind = TOOL_ARG_INT,
+       .dest = &blocks,
+       .lo = 1,
+       .hi = 1000000,
+       .metavar = "BLOCKS",
+       .help = "timed blocks per method (after one warm-up block); default 9"},
+  };
+  const tool_spec_t spec = {
+      .prog = "mpiar-latency",
+      .usage = "mpiexec -n P mpiar-latency [options]",
+      .about = "Back-to-back float32 sums, for nodes with more ranks than cores: blocks of CALLS\n"
+               "calls with one barrier per block, methods alternating block by block (mpiar\n"
+               "with the wait policy of MPIAR_WAIT, mpiar spinning, a persistent request,\n"
+               "a nonblocking call, the argument check, reproducible mode, MPI_Allreduce).\n"
+               "Reported: the median over blocks of the time per call, the slowest rank's.",
+      .epilogue = "The sums are checked; exit code 1 if any element is wrong.",
+      .args = args,
+      .nargs = (int)(sizeof args / sizeof args[0]),
+  };
+  int ex = tool_args_run(&spec, argc, argv);
+  if (ex >= 0) {
+    return ex;
+  }
+
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  size_t bytes = 1024;
-  long calls = 200, blocks = 9;
-  for (int i = 1; i < argc; i++) {
-    char *end = NULL;
-    if (strcmp(argv[i], "-s") == 0 && i + 1 < argc) {
-      if (mpiar__parse_size(argv[++i], &bytes) != 0 || bytes < 4) {
-        usage(rank, "-s needs a size of at least 4 bytes");
-        MPI_Finalize();
-        return 2;
-      }
-    } else if ((strcmp(argv[i], "-k") == 0 || strcmp(argv[i], "-r") == 0) && i + 1 < argc) {
-      long v = strtol(argv[i + 1], &end, 10);
-      if (*end != '\0' || v < 1 || v > 1000000) {
-        usage(rank, "-k and -r need a positive integer");
-        MPI_Finalize();
-        return 2;
-      }
-      *(argv[i][1] == 'k' ? &calls : &blocks) = v;
-      i++;
-    } else {
-      usage(rank, "unknown argument");
-      MPI_Finalize();
-      return 2;
+  /* Two buffers per rank, on every rank of the node: refuse what cannot fit, on every rank. */
+  char err[256];
+  int fits = tool_check_memory(2.0 * (double)bytes * local_ranks(), "-s (2 buffers per rank)", err,
+                               sizeof err) == 0;
+  MPI_Allreduce(MPI_IN_PLACE, &fits, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!fits) {
+    if (rank == 0) {
+      fprintf(stderr, "mpiar-latency: %s\nTry 'mpiar-latency --help'.\n", err);
     }
+    MPI_Finalize();
+    return TOOL_EXIT_USAGE;
   }
   size_t count = bytes / sizeof(float);
   float *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
+  double *t = calloc((size_t)(7 * blocks), sizeof *t); /* 7 methods, see below */
+  int have = in != NULL && out != NULL && t != NULL;
+  MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!have) {
+    if (rank == 0) {
+      fprintf(stderr, "mpiar-latency: cannot allocate 2 buffers of %zu bytes\n", bytes);
+    }
+    free(in);
+    free(out);
+    free(t);
+    MPI_Finalize();
+    return TOOL_EXIT_FAIL;
+  }
   for (size_t i = 0; i < count; i++) {
     in[i] = (float)(rank + 1);
   }
-  /* Methods: 0 mpiar with MPIAR_WAIT as set (auto by default), 1 mpiar spinning, 2 MPI. */
-  enum { NMETHODS = 3 };
-  static const char *names[NMETHODS] = {"mpiar (wait policy from MPIAR_WAIT, default auto)",
-                                        "mpiar, spinning (MPIAR_WAIT=spin)", "MPI_Allreduce"};
+  /* Methods (alternating block by block): see the names. */
+  enum { NMETHODS = 7, MPI_METHOD = 6 };
+  static const char *names[NMETHODS] = {"mpiar_allreduce (wait policy of MPIAR_WAIT: auto)",
+                                        "mpiar_allreduce, spinning (MPIAR_WAIT=spin)",
+                                        "persistent: mpiar_start + mpiar_wait",
+                                        "mpiar_iallreduce + mpiar_wait",
+                                        "mpiar_allreduce with the argument check",
+                                        "mpiar_allreduce, reproducible mode",
+                                        "MPI_Allreduce"};
   MPI_Comm comms[2];
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
@@ -80,16 +141,50 @@ int main(int argc, char **argv) {
     }
   }
   mpiar__context_t *spin = NULL;
-  mpiar__context_get(comms[1], &spin);
-  spin->wait = MPIAR__WAIT_SPIN;
-  double *t = calloc((size_t)(NMETHODS * blocks), sizeof *t);
+  if (mpiar__context_enter(comms[1], 0, &spin) == MPIAR_SUCCESS) {
+    spin->yield = 0;
+    mpiar__context_leave(spin);
+  }
+  mpiar_request_t persistent = MPIAR_REQUEST_NULL;
+  mpiar_options_t checked = MPIAR_OPTIONS_INIT, reproducible = MPIAR_OPTIONS_INIT;
+  checked.check = 1;
+  reproducible.reproducible = 1;
+  if (mpiar_allreduce_init(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL,
+                           &persistent) != MPIAR_SUCCESS) {
+    fprintf(stderr, "mpiar-latency: %s\n", mpiar_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   for (long b = -1; b < blocks; b++) { /* block -1 warms up */
     for (int m = 0; m < NMETHODS; m++) {
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = MPI_Wtime();
       for (long c = 0; c < calls; c++) {
-        int rc = m < 2 ? mpiar_allreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[m])
-                       : MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        int rc;
+        mpiar_request_t r;
+        switch (m) {
+        case 0:
+        case 1:
+          rc = mpiar_allreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[m]);
+          break;
+        case 2:
+          rc = mpiar_start(&persistent);
+          rc = rc ? rc : mpiar_wait(&persistent);
+          break;
+        case 3:
+          rc = mpiar_iallreduce(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL, &r);
+          rc = rc ? rc : mpiar_wait(&r);
+          break;
+        case 4:
+          rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], &checked);
+          break;
+        case 5:
+          rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0],
+                                  &reproducible);
+          break;
+        default:
+          rc = MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          break;
+        }
         if (rc != 0) {
           fprintf(stderr, "mpiar-latency: rank %d: error %d %s\n", rank, rc, mpiar_last_error());
           MPI_Abort(MPI_COMM_WORLD, 1);
@@ -101,6 +196,7 @@ int main(int argc, char **argv) {
       }
     }
   }
+  mpiar_request_free(&persistent);
   /* Every method left the same exact sum (small integers) in `out`: check the last one, and
    * mpiar's once more, so that a fast wrong answer cannot pass unnoticed. */
   int bad = 0;
@@ -124,7 +220,8 @@ int main(int argc, char **argv) {
            "time per call\n",
            size, count * sizeof(float), blocks, calls);
     for (int m = 0; m < NMETHODS; m++) {
-      printf("%-52s %12.2f us  %8.4fx MPI time\n", names[m], med[m] * 1e6, med[m] / med[2]);
+      printf("%-52s %12.2f us  %8.4fx MPI time  %8.4fx mpiar_allreduce\n", names[m],
+             med[m] * 1e6, med[m] / med[MPI_METHOD], med[m] / med[0]);
     }
   }
   if (bad && rank == 0) {

@@ -1,6 +1,6 @@
 /*
  * mpiar-bench: the sweep. For each size, every algorithm runs once per repetition in turn
- * (A B C ... A B C ...) followed by the point-to-point exchange that defines the limit, so that
+ * (A B C ... A B C ...) followed by the plans of the point-to-point limit (limit.c), so that
  * drift on a shared machine (other processes, frequency changes) hits every column alike.
  * Each run is timed between a barrier and its own end on every rank; the per-rank times are
  * reduced with MPI_MAX once per size, outside the timed loop, so the reported time is that of
@@ -20,32 +20,13 @@
 #include <mpi.h>
 
 #include "bench.h"
-
-/* MPI messages carry at most INT_MAX elements; larger ones are sent in chunks of this size. */
-#define CHUNK_BYTES ((size_t)1 << 30)
-#define MAX_CHUNKS (((size_t)1 << 41) / CHUNK_BYTES + 1)
+#include "common/tool.h"
 
 /* At most this many mismatch messages per rank; the count of failures is always complete. */
 #define MAX_FAILURE_MESSAGES 5
 
 /* Pattern written into the result buffer before each checked run, so a stale result fails. */
 #define POISON_BYTE 0xA5
-
-/*
- * A launcher sets the rank in the environment before MPI starts. Messages printed before
- * MPI_Init (bad arguments, --help) come from rank 0 only, so they appear once.
- */
-static int launcher_rank0(void) {
-  static const char *const vars[] = {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
-                                     "SLURM_PROCID"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-    const char *v = getenv(vars[i]);
-    if (v != NULL && *v != '\0') {
-      return strcmp(v, "0") == 0;
-    }
-  }
-  return 1;
-}
 
 /* ---- Inputs with exactly known results (-c) -------------------------------------------- */
 
@@ -325,26 +306,6 @@ static int run_mpi(const void *send, void *recv, size_t count, const bench_opts_
   return MPI_SUCCESS;
 }
 
-/*
- * The limit: every rank sends `bytes` to its right neighbour and receives as many from its left
- * one, all posted at once (for p = 2 the neighbours are the same partner: a paired exchange).
- */
-static int run_exchange(const void *send, void *recv, size_t bytes, int rank, int p,
-                        MPI_Request *reqs, MPI_Status *statuses, MPI_Comm comm) {
-  if (p < 2 || bytes == 0) {
-    return MPI_SUCCESS;
-  }
-  const int to = (rank + 1) % p;
-  const int from = (rank + p - 1) % p;
-  int n = 0;
-  for (size_t off = 0; off < bytes; off += CHUNK_BYTES) {
-    int len = (int)(bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES);
-    MPI_Irecv((char *)recv + off, len, MPI_BYTE, from, 0, comm, &reqs[n++]);
-    MPI_Isend((const char *)send + off, len, MPI_BYTE, to, 0, comm, &reqs[n++]);
-  }
-  return MPI_Waitall(n, reqs, statuses);
-}
-
 /* ---- Progress on stderr ----------------------------------------------------------------- */
 
 typedef struct progress {
@@ -435,6 +396,17 @@ static int all_ok(int ok, MPI_Comm comm) {
   return all;
 }
 
+/* Ranks of `comm` on this node: they share its memory. */
+static int local_ranks(MPI_Comm comm) {
+  MPI_Comm node;
+  int n = 1;
+  if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+  }
+  return n;
+}
+
 static void fill_run_info(bench_run_t *run) {
   run->kernel = mpiar_kernel_level();
   char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -464,296 +436,435 @@ static void fill_run_info(bench_run_t *run) {
   strftime(run->date, sizeof run->date, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-int main(int argc, char **argv) {
+/* Everything one run holds: communicators, buffers, the rows and their limit plans. */
+typedef struct bench_state {
   bench_opts_t o;
-  char err[512];
-  int prc = bench_parse_args(argc, argv, &o, err, sizeof err);
-  if (prc == BENCH_PARSE_HELP) {
-    if (launcher_rank0()) {
-      bench_usage(stdout);
-    }
-    return 0;
-  }
-  if (prc != BENCH_PARSE_OK) {
-    if (launcher_rank0()) {
-      fprintf(stderr, "mpiar-bench: %s\nTry 'mpiar-bench --help'.\n", err);
-    }
-    return 2;
-  }
-
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  MPI_Comm comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  int rank = 0;
-  int p = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &p);
-
-  int exit_code = 0;
-  size_t *sizes = NULL;
-  char *sendbuf = NULL;
-  char *recvbuf = NULL;
-  char *expected = NULL;
-  double *times = NULL;
-  double *scratch = NULL;
-  MPI_Request *reqs = NULL;
-  MPI_Status *statuses = NULL;
-  FILE *csv = NULL;
   bench_run_t run;
-  memset(&run, 0, sizeof run);
-  run.opts = &o;
-  run.nranks = p;
-  run.mpi_index = -1;
-  run.auto_index = -1;
-  for (int a = 0; a < o.nalgs; a++) {
-    if (strcmp(o.algs[a], BENCH_ALG_MPI) == 0) {
-      run.mpi_index = a;
-    } else if (strcmp(o.algs[a], BENCH_ALG_AUTO) == 0) {
-      run.auto_index = a;
+  MPI_Comm comm;       /* the algorithms and MPI_Allreduce run here */
+  MPI_Comm limit_comm; /* the limit's plans, so that their tags meet nothing else */
+  int rank;
+  int p;
+  size_t esize;
+  size_t *sizes;
+  int nsizes;
+  char *sendbuf;  /* max(bytes, limit bytes) */
+  char *recvbuf;  /* bytes */
+  char *expected; /* bytes, with -c */
+  char *limitbuf; /* what the limit's plans receive */
+  size_t send_capacity, recv_capacity, limit_capacity;
+  double *times;   /* (algorithms + plans) x repetitions of one size */
+  double *scratch; /* repetitions */
+  MPI_Request *reqs;
+  MPI_Status *statuses;
+  int max_iters, max_slots;
+  size_t max_reqs;
+  FILE *csv;
+  long total_failures;
+  int messages;
+  progress_t pg;
+} bench_state_t;
+
+/*
+ * The limit's plans of row k: the exchange, then each algorithm's schedule once (`auto` adds
+ * its pick where that is not already there, e.g. with a segment). @return an mpiar code.
+ */
+static int build_plans(bench_state_t *st, bench_row_t *row) {
+  const bench_opts_t *o = &st->o;
+  row->plans = calloc((size_t)o->nalgs + 1, sizeof *row->plans);
+  if (row->plans == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  if (bench_plan_exchange(&row->plans[0], row->limit_bytes, st->rank, st->p) != 0) {
+    return MPIAR_ERR_NOMEM;
+  }
+  row->nplans = 1;
+  for (int a = 0; a < o->nalgs && st->p > 1; a++) {
+    if (a == st->run.mpi_index) {
+      continue;
+    }
+    const int is_auto = a == st->run.auto_index;
+    bench_plan_t *plan = &row->plans[row->nplans];
+    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : o->algs[a],
+                                 is_auto ? row->auto_segment : 0, st->rank, st->p, row->count,
+                                 o->dtype, o->op, o->inplace);
+    if (rc != MPIAR_SUCCESS) {
+      return rc;
+    }
+    int dup = 0;
+    for (int q = 1; q < row->nplans && !dup; q++) {
+      dup = strcmp(row->plans[q].name, plan->name) == 0;
+    }
+    if (dup) {
+      bench_plan_free(plan);
+    } else {
+      row->nplans++;
     }
   }
+  return MPIAR_SUCCESS;
+}
 
-  /* Checks that need the rank count: identical on every rank, so all exit alike. */
-  if (o.validate && exact_bound(o.dtype, o.op, p, err, sizeof err) != 0) {
-    if (rank == 0) {
-      fprintf(stderr, "mpiar-bench: %s\n", err);
+/* Sizes, rows, auto's picks, the limit's plans, and how large every buffer must be. */
+static int plan_sweep(bench_state_t *st) {
+  bench_opts_t *o = &st->o;
+  st->nsizes = make_sizes(o, st->esize, &st->sizes);
+  if (st->nsizes <= 0 ||
+      (st->run.rows = calloc((size_t)st->nsizes, sizeof *st->run.rows)) == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  st->max_iters = 1;
+  st->max_slots = 1;
+  st->max_reqs = 1;
+  for (int k = 0; k < st->nsizes; k++) {
+    bench_row_t *row = &st->run.rows[k];
+    row->bytes = st->sizes[k];
+    row->count = st->sizes[k] / st->esize;
+    row->limit_bytes = limit_bytes_for(st->sizes[k], st->p);
+    row->iters = iters_for(o, st->sizes[k]);
+    row->warmup = warmup_for(o, row->iters);
+    if (st->run.auto_index >= 0) {
+      /* The selector reads the same environment on every rank. */
+      int rc = mpiar_select(row->bytes, st->p, &row->auto_pick, &row->auto_segment);
+      if (rc != MPIAR_SUCCESS) {
+        return rc;
+      }
     }
-    exit_code = 2;
-    goto done;
-  }
-  if (rank == 0 && o.mpi_dropped) {
-    fprintf(stderr, "mpiar-bench: MPI has no predefined %s datatype: the mpi column is left out\n",
-            mpiar_dtype_name(o.dtype));
-  }
-
-  const size_t esize = mpiar_dtype_size(o.dtype);
-  const int nsizes = make_sizes(&o, esize, &sizes);
-  size_t capacity = 0;
-  int max_iters = 1;
-  for (int k = 0; k < nsizes; k++) {
-    size_t lb = limit_bytes_for(sizes[k], p);
-    size_t need = lb > sizes[k] ? lb : sizes[k];
-    capacity = need > capacity ? need : capacity;
-    int it = iters_for(&o, sizes[k]);
-    max_iters = it > max_iters ? it : max_iters;
-  }
-  const int nslots = o.nalgs + 1; /* the algorithms, then the point-to-point limit */
-  int ok = nsizes > 0;
-  /* The limit's exchange reuses the buffers, which therefore hold max(bytes, limit bytes). */
-  ok = ok && posix_memalign((void **)&sendbuf, 4096, capacity) == 0;
-  ok = ok && posix_memalign((void **)&recvbuf, 4096, capacity) == 0;
-  if (ok && o.validate) {
-    ok = posix_memalign((void **)&expected, 4096, capacity) == 0;
-  }
-  ok = ok && (times = malloc((size_t)nslots * (size_t)max_iters * sizeof *times)) != NULL;
-  ok = ok && (scratch = malloc((size_t)max_iters * sizeof *scratch)) != NULL;
-  ok = ok && (reqs = malloc(2 * MAX_CHUNKS * sizeof *reqs)) != NULL;
-  ok = ok && (statuses = malloc(2 * MAX_CHUNKS * sizeof *statuses)) != NULL;
-  ok = ok && (run.rows = calloc((size_t)nsizes, sizeof *run.rows)) != NULL;
-  if (!all_ok(ok, comm)) {
-    if (rank == 0) {
-      fprintf(stderr, "mpiar-bench: out of memory for buffers of %zu bytes\n", capacity);
+    int rc = build_plans(st, row);
+    if (rc != MPIAR_SUCCESS) {
+      return rc;
     }
-    exit_code = 1;
-    goto done;
+    size_t send = row->bytes > row->limit_bytes ? row->bytes : row->limit_bytes;
+    st->send_capacity = send > st->send_capacity ? send : st->send_capacity;
+    st->recv_capacity = row->bytes > st->recv_capacity ? row->bytes : st->recv_capacity;
+    for (int q = 0; q < row->nplans; q++) {
+      const bench_plan_t *plan = &row->plans[q];
+      st->limit_capacity =
+          plan->recv_bytes > st->limit_capacity ? plan->recv_bytes : st->limit_capacity;
+      st->max_reqs = plan->nreqs > st->max_reqs ? plan->nreqs : st->max_reqs;
+    }
+    st->max_iters = row->iters > st->max_iters ? row->iters : st->max_iters;
+    st->max_slots = o->nalgs + row->nplans > st->max_slots ? o->nalgs + row->nplans : st->max_slots;
   }
-  /* Touch every page now, so that first-touch page faults never land in a timed run. */
-  memset(sendbuf, 0, capacity);
-  memset(recvbuf, 0, capacity);
+  return MPIAR_SUCCESS;
+}
 
-  if (rank == 0) {
-    fill_run_info(&run);
+/* The memory a rank's buffers take. */
+static double buffer_bytes(const bench_state_t *st) {
+  return (double)st->send_capacity + (double)st->recv_capacity * (st->o.validate ? 2.0 : 1.0) +
+         (double)st->limit_capacity;
+}
+
+static int allocate_buffers(bench_state_t *st) {
+  int ok = posix_memalign((void **)&st->sendbuf, 4096, st->send_capacity) == 0;
+  ok = ok && posix_memalign((void **)&st->recvbuf, 4096, st->recv_capacity) == 0;
+  if (ok && st->o.validate) {
+    ok = posix_memalign((void **)&st->expected, 4096, st->recv_capacity) == 0;
+  }
+  if (ok && st->limit_capacity > 0) {
+    ok = posix_memalign((void **)&st->limitbuf, 4096, st->limit_capacity) == 0;
+  }
+  size_t slots = (size_t)st->max_slots * (size_t)st->max_iters;
+  ok = ok && (st->times = malloc(slots * sizeof *st->times)) != NULL;
+  ok = ok && (st->scratch = malloc((size_t)st->max_iters * sizeof *st->scratch)) != NULL;
+  ok = ok && (st->reqs = malloc(st->max_reqs * sizeof *st->reqs)) != NULL;
+  ok = ok && (st->statuses = malloc(st->max_reqs * sizeof *st->statuses)) != NULL;
+  if (ok) {
+    /* Touch every page now, so that first-touch page faults never land in a timed run. */
+    memset(st->sendbuf, 0, st->send_capacity);
+    memset(st->recvbuf, 0, st->recv_capacity);
+    if (st->limitbuf != NULL) {
+      memset(st->limitbuf, 0, st->limit_capacity);
+    }
+  }
+  return ok;
+}
+
+/* Compare a checked result with the expected values; report the first few mismatches. */
+static void check_result(bench_state_t *st, const bench_row_t *row, int s, int rep,
+                         long *failures) {
+  if (memcmp(st->recvbuf, st->expected, row->bytes) == 0) {
+    return;
+  }
+  failures[s]++;
+  if (st->messages >= MAX_FAILURE_MESSAGES) {
+    return;
+  }
+  st->messages++;
+  const size_t es = st->esize;
+  size_t i = 0;
+  while (memcmp(st->recvbuf + i * es, st->expected + i * es, es) == 0) {
+    i++;
+  }
+  char got[64];
+  char want[64];
+  describe(st->o.dtype, st->recvbuf, i, got, sizeof got);
+  describe(st->o.dtype, st->expected, i, want, sizeof want);
+  progress_clear(&st->pg);
+  fprintf(stderr, "mpiar-bench: rank %d: %s, %zu bytes, %s %d: element %zu is %s, expected %s\n",
+          st->rank, st->o.algs[s], row->bytes, rep < 0 ? "warm-up" : "repetition",
+          rep < 0 ? rep + row->warmup : rep, i, got, want);
+}
+
+/* One slot of one repetition: an algorithm, `mpi`, or one of the limit's plans. */
+static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, long *failures) {
+  const bench_opts_t *o = &st->o;
+  const int plan = s - o->nalgs; /* >= 0: a plan of the limit */
+  if (plan < 0 && o->validate) {
+    memset(st->recvbuf, POISON_BYTE, row->bytes);
+  }
+  if (plan < 0 && o->inplace) {
+    memcpy(st->recvbuf, st->sendbuf, row->bytes);
+  }
+  MPI_Barrier(st->comm);
+  double t0 = MPI_Wtime();
+  int rc;
+  if (plan >= 0) {
+    rc = bench_plan_run(&row->plans[plan], st->sendbuf, st->limitbuf, st->reqs, st->statuses,
+                        st->limit_comm);
+  } else if (s == st->run.mpi_index) {
+    rc = run_mpi(st->sendbuf, st->recvbuf, row->count, o, st->p, st->comm);
   } else {
-    run.kernel = mpiar_kernel_level();
+    mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+    opts.algorithm = o->algs[s];
+    rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : st->sendbuf, st->recvbuf, row->count,
+                            o->dtype, o->op, st->comm, &opts);
   }
-  ok = 1;
-  if (rank == 0 && o.csv_path != NULL) {
-    csv = fopen(o.csv_path, "w");
-    if (csv == NULL) {
-      fprintf(stderr, "mpiar-bench: cannot write --csv '%s'\n", o.csv_path);
+  double t1 = MPI_Wtime();
+  if (rc != 0) {
+    /* The other ranks may be waiting inside the same call: only an abort ends them all. */
+    progress_clear(&st->pg);
+    if (plan >= 0 || s == st->run.mpi_index) {
+      fprintf(stderr, "mpiar-bench: rank %d: MPI error %d in %s at %zu bytes\n", st->rank, rc,
+              plan >= 0 ? row->plans[plan].name : "MPI_Allreduce", row->bytes);
+    } else {
+      fprintf(stderr, "mpiar-bench: rank %d: %s at %zu bytes: %s: %s\n", st->rank, o->algs[s],
+              row->bytes, mpiar_strerror(rc), mpiar_last_error());
+    }
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (rep >= 0) {
+    st->times[(size_t)s * (size_t)row->iters + (size_t)rep] = t1 - t0;
+  }
+  if (plan < 0 && o->validate) {
+    check_result(st, row, s, rep, failures);
+  }
+}
+
+/* Time every slot of row k, interleaved, and reduce the times over the ranks. */
+static void run_size(bench_state_t *st, int k) {
+  bench_opts_t *o = &st->o;
+  bench_row_t *row = &st->run.rows[k];
+  for (size_t i = 0; i < row->count; i++) {
+    store_value(o->dtype, st->sendbuf, i, input_value(o->op, i, st->rank));
+    if (o->validate) {
+      store_value(o->dtype, st->expected, i, expected_value(o->op, i, st->p));
+    }
+  }
+  const int nslots = o->nalgs + row->nplans;
+  long failures[BENCH_MAX_ALGS] = {0};
+  for (int rep = -row->warmup; rep < row->iters; rep++) {
+    for (int s = 0; s < nslots; s++) {
+      run_slot(st, row, s, rep, failures);
+    }
+    progress_show(&st->pg, k, st->nsizes, row->bytes, rep, row->iters, row->warmup);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, st->times, nslots * row->iters, MPI_DOUBLE, MPI_MAX, st->comm);
+  MPI_Allreduce(MPI_IN_PLACE, failures, o->nalgs, MPI_LONG, MPI_SUM, st->comm);
+  for (int a = 0; a < o->nalgs; a++) {
+    bench_stat_compute(st->times + (size_t)a * (size_t)row->iters, row->iters, st->scratch,
+                       &row->alg[a]);
+    row->alg[a].failures = failures[a];
+    st->total_failures += failures[a];
+  }
+  /* The limit: the best repetition of the fastest plan. */
+  row->limit_time = NAN;
+  row->limit_plan = NULL;
+  for (int q = 0; q < row->nplans && row->limit_bytes > 0; q++) {
+    bench_stat_t lim;
+    bench_stat_compute(st->times + (size_t)(o->nalgs + q) * (size_t)row->iters, row->iters,
+                       st->scratch, &lim);
+    if (row->limit_plan == NULL || lim.min < row->limit_time) {
+      row->limit_time = lim.min;
+      row->limit_plan = row->plans[q].name;
+    }
+  }
+  st->run.nrows = k + 1;
+  if (st->rank == 0) {
+    progress_clear(&st->pg);
+    bench_table_row(stdout, &st->run, row);
+    fflush(stdout);
+    if (st->csv != NULL) {
+      bench_csv_row(st->csv, &st->run, row);
+    }
+  }
+}
+
+/* Rank 0 opens the output files before the sweep, so that an unwritable path fails at once. */
+static int open_outputs(bench_state_t *st) {
+  int ok = 1;
+  const bench_opts_t *o = &st->o;
+  if (st->rank == 0 && o->csv_path != NULL) {
+    st->csv = fopen(o->csv_path, "w");
+    if (st->csv == NULL) {
+      fprintf(stderr, "mpiar-bench: cannot write --csv '%s'\n", o->csv_path);
       ok = 0;
     } else {
-      bench_csv_header(csv);
+      bench_csv_header(st->csv);
     }
   }
-  if (rank == 0 && o.json_path != NULL) {
-    /* Opened now, and rewritten at the end, so that an unwritable path fails before the sweep. */
-    FILE *j = fopen(o.json_path, "w");
+  if (st->rank == 0 && o->json_path != NULL) {
+    /* Opened now, and rewritten at the end. */
+    FILE *j = fopen(o->json_path, "w");
     if (j == NULL) {
-      fprintf(stderr, "mpiar-bench: cannot write --json '%s'\n", o.json_path);
+      fprintf(stderr, "mpiar-bench: cannot write --json '%s'\n", o->json_path);
       ok = 0;
     } else {
       fclose(j);
     }
   }
-  if (!all_ok(ok, comm)) {
-    exit_code = 1;
-    goto done;
+  return all_ok(ok, st->comm);
+}
+
+/* Rank 0: the summary, the JSON file, the CSV file's state. @return the exit code. */
+static int finish_outputs(bench_state_t *st) {
+  int exit_code = 0;
+  const bench_opts_t *o = &st->o;
+  bench_table_summary(stdout, &st->run);
+  if (o->validate) {
+    printf("# check (-c): %ld failed results, counted on every rank\n", st->total_failures);
+  }
+  if (o->json_path != NULL) {
+    FILE *j = fopen(o->json_path, "w");
+    if (j == NULL || bench_json_write(j, &st->run) != 0) {
+      fprintf(stderr, "mpiar-bench: cannot write --json '%s'\n", o->json_path);
+      exit_code = 1;
+    }
+    if (j != NULL && fclose(j) != 0) {
+      exit_code = 1;
+    }
+  }
+  if (st->csv != NULL) {
+    if (ferror(st->csv)) {
+      fprintf(stderr, "mpiar-bench: error writing --csv '%s'\n", o->csv_path);
+      exit_code = 1;
+    }
+    fclose(st->csv);
+    st->csv = NULL;
+  }
+  return exit_code;
+}
+
+/* Setup on every rank; @return -1 to run the sweep, else the exit code every rank ends with. */
+static int setup(bench_state_t *st) {
+  char err[512];
+  const bench_opts_t *o = &st->o;
+  /* Checks that need the rank count: identical on every rank, so all exit alike. */
+  if (o->validate && exact_bound(o->dtype, o->op, st->p, err, sizeof err) != 0) {
+    if (st->rank == 0) {
+      fprintf(stderr, "mpiar-bench: %s\n", err);
+    }
+    return TOOL_EXIT_USAGE;
+  }
+  if (st->rank == 0 && o->mpi_dropped) {
+    fprintf(stderr, "mpiar-bench: MPI has no predefined %s datatype: the mpi column is left out\n",
+            mpiar_dtype_name(o->dtype));
+  }
+  int rc = plan_sweep(st);
+  if (!all_ok(rc == MPIAR_SUCCESS, st->comm)) {
+    fprintf(stderr, "mpiar-bench: rank %d: planning the sweep: %s: %s\n", st->rank,
+            mpiar_strerror(rc), mpiar_last_error());
+    return TOOL_EXIT_FAIL;
+  }
+  /* Every rank of the node holds its buffers at once: refuse what cannot fit, on every rank. */
+  int fits = tool_check_memory(buffer_bytes(st) * local_ranks(st->comm),
+                               "-e (the buffers of every rank on this node)", err, sizeof err) == 0;
+  if (!all_ok(fits, st->comm)) {
+    if (st->rank == 0) {
+      fprintf(stderr, "mpiar-bench: %s\nTry 'mpiar-bench --help'.\n", err);
+    }
+    return TOOL_EXIT_USAGE;
+  }
+  if (!all_ok(allocate_buffers(st), st->comm)) {
+    if (st->rank == 0) {
+      fprintf(stderr, "mpiar-bench: out of memory for buffers of %.0f bytes\n", buffer_bytes(st));
+    }
+    return TOOL_EXIT_FAIL;
+  }
+  if (st->rank == 0) {
+    fill_run_info(&st->run);
+  } else {
+    st->run.kernel = mpiar_kernel_level();
+  }
+  return open_outputs(st) ? -1 : TOOL_EXIT_FAIL;
+}
+
+static void teardown(bench_state_t *st) {
+  if (st->csv != NULL) {
+    fclose(st->csv);
+  }
+  for (int k = 0; k < st->nsizes && st->run.rows != NULL; k++) {
+    for (int q = 0; q < st->run.rows[k].nplans; q++) {
+      bench_plan_free(&st->run.rows[k].plans[q]);
+    }
+    free(st->run.rows[k].plans);
+  }
+  free(st->run.rows);
+  free(st->statuses);
+  free(st->reqs);
+  free(st->scratch);
+  free(st->times);
+  free(st->limitbuf);
+  free(st->expected);
+  free(st->recvbuf);
+  free(st->sendbuf);
+  free(st->sizes);
+  MPI_Comm_free(&st->limit_comm);
+  MPI_Comm_free(&st->comm);
+}
+
+int main(int argc, char **argv) {
+  static bench_state_t st;
+  int ex = bench_parse_args(argc, argv, &st.o);
+  if (ex >= 0) {
+    return ex;
+  }
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Comm_dup(MPI_COMM_WORLD, &st.comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &st.limit_comm);
+  MPI_Comm_rank(st.comm, &st.rank);
+  MPI_Comm_size(st.comm, &st.p);
+  st.esize = mpiar_dtype_size(st.o.dtype);
+  st.run.opts = &st.o;
+  st.run.nranks = st.p;
+  st.run.mpi_index = -1;
+  st.run.auto_index = -1;
+  for (int a = 0; a < st.o.nalgs; a++) {
+    if (strcmp(st.o.algs[a], BENCH_ALG_MPI) == 0) {
+      st.run.mpi_index = a;
+    } else if (strcmp(st.o.algs[a], BENCH_ALG_AUTO) == 0) {
+      st.run.auto_index = a;
+    }
   }
 
-  progress_t pg = {rank == 0 && !o.quiet, MPI_Wtime(), 0.0, 0};
-  if (rank == 0) {
-    bench_table_header(stdout, &run);
+  int exit_code = setup(&st);
+  if (exit_code < 0) {
+    st.pg =
+        (progress_t){st.rank == 0 && !st.o.quiet && tool_progress_wanted(), MPI_Wtime(), 0.0, 0};
+    if (st.rank == 0) {
+      bench_table_header(stdout, &st.run);
+    }
+    for (int k = 0; k < st.nsizes; k++) {
+      run_size(&st, k);
+    }
+    progress_clear(&st.pg);
+    exit_code = st.rank == 0 ? finish_outputs(&st) : 0;
+    if (st.total_failures > 0) {
+      exit_code = TOOL_EXIT_FAIL;
+    }
+    /* Rank 0's output errors decide the exit code of every rank. */
+    MPI_Bcast(&exit_code, 1, MPI_INT, 0, st.comm);
   }
-  long total_failures = 0;
-  int messages = 0;
-  for (int k = 0; k < nsizes; k++) {
-    bench_row_t *row = &run.rows[k];
-    row->bytes = sizes[k];
-    row->count = sizes[k] / esize;
-    row->limit_bytes = limit_bytes_for(sizes[k], p);
-    row->iters = iters_for(&o, sizes[k]);
-    row->warmup = warmup_for(&o, row->iters);
-    for (size_t i = 0; i < row->count; i++) {
-      store_value(o.dtype, sendbuf, i, input_value(o.op, i, rank));
-      if (o.validate) {
-        store_value(o.dtype, expected, i, expected_value(o.op, i, p));
-      }
-    }
-    if (run.auto_index >= 0) {
-      int rc = mpiar_select(row->bytes, p, &row->auto_pick, &row->auto_segment);
-      if (rc != MPIAR_SUCCESS) {
-        /* The selector reads the same environment on every rank. */
-        if (rank == 0) {
-          fprintf(stderr, "mpiar-bench: mpiar_select: %s: %s\n", mpiar_strerror(rc),
-                  mpiar_last_error());
-        }
-        exit_code = 1;
-        goto done;
-      }
-    }
-
-    long failures[BENCH_MAX_ALGS] = {0};
-    for (int rep = -row->warmup; rep < row->iters; rep++) {
-      for (int s = 0; s < nslots; s++) {
-        const int is_limit = s == o.nalgs;
-        if (!is_limit && o.validate) {
-          memset(recvbuf, POISON_BYTE, row->bytes);
-        }
-        if (!is_limit && o.inplace) {
-          memcpy(recvbuf, sendbuf, row->bytes);
-        }
-        MPI_Barrier(comm);
-        double t0 = MPI_Wtime();
-        int rc;
-        if (is_limit) {
-          rc = run_exchange(sendbuf, recvbuf, row->limit_bytes, rank, p, reqs, statuses, comm);
-        } else if (s == run.mpi_index) {
-          rc = run_mpi(sendbuf, recvbuf, row->count, &o, p, comm);
-        } else {
-          mpiar_options_t opts = MPIAR_OPTIONS_INIT;
-          opts.algorithm = o.algs[s];
-          rc = mpiar_allreduce_ex(o.inplace ? MPIAR_IN_PLACE : sendbuf, recvbuf, row->count,
-                                  o.dtype, o.op, comm, &opts);
-        }
-        double t1 = MPI_Wtime();
-        if (rc != 0) {
-          /*
-           * The other ranks may be waiting inside the same call: only an abort ends them all.
-           */
-          progress_clear(&pg);
-          if (is_limit || s == run.mpi_index) {
-            fprintf(stderr, "mpiar-bench: rank %d: MPI error %d at %zu bytes\n", rank, rc,
-                    row->bytes);
-          } else {
-            fprintf(stderr, "mpiar-bench: rank %d: %s at %zu bytes: %s: %s\n", rank, o.algs[s],
-                    row->bytes, mpiar_strerror(rc), mpiar_last_error());
-          }
-          MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-        if (rep >= 0) {
-          times[(size_t)s * (size_t)row->iters + (size_t)rep] = t1 - t0;
-        }
-        if (!is_limit && o.validate && memcmp(recvbuf, expected, row->bytes) != 0) {
-          failures[s]++;
-          if (messages < MAX_FAILURE_MESSAGES) {
-            messages++;
-            size_t i = 0;
-            while (memcmp(recvbuf + i * esize, expected + i * esize, esize) == 0) {
-              i++;
-            }
-            char got[64];
-            char want[64];
-            describe(o.dtype, recvbuf, i, got, sizeof got);
-            describe(o.dtype, expected, i, want, sizeof want);
-            progress_clear(&pg);
-            fprintf(stderr,
-                    "mpiar-bench: rank %d: %s, %zu bytes, %s %d: element %zu is %s, expected "
-                    "%s\n",
-                    rank, o.algs[s], row->bytes, rep < 0 ? "warm-up" : "repetition",
-                    rep < 0 ? rep + row->warmup : rep, i, got, want);
-          }
-        }
-      }
-      progress_show(&pg, k, nsizes, row->bytes, rep, row->iters, row->warmup);
-    }
-
-    MPI_Allreduce(MPI_IN_PLACE, times, nslots * row->iters, MPI_DOUBLE, MPI_MAX, comm);
-    MPI_Allreduce(MPI_IN_PLACE, failures, o.nalgs, MPI_LONG, MPI_SUM, comm);
-    for (int a = 0; a < o.nalgs; a++) {
-      bench_stat_compute(times + (size_t)a * (size_t)row->iters, row->iters, scratch, &row->alg[a]);
-      row->alg[a].failures = failures[a];
-      total_failures += failures[a];
-    }
-    bench_stat_t lim;
-    bench_stat_compute(times + (size_t)o.nalgs * (size_t)row->iters, row->iters, scratch, &lim);
-    row->limit_median = row->limit_bytes > 0 ? lim.median : NAN;
-    run.nrows = k + 1;
-    if (rank == 0) {
-      progress_clear(&pg);
-      bench_table_row(stdout, &run, row);
-      if (csv != NULL) {
-        bench_csv_row(csv, &run, row);
-      }
-    }
-  }
-  progress_clear(&pg);
-
-  if (rank == 0) {
-    bench_table_summary(stdout, &run);
-    if (o.validate) {
-      printf("# check (-c): %ld failed results, counted on every rank\n", total_failures);
-    }
-    if (o.json_path != NULL) {
-      FILE *j = fopen(o.json_path, "w");
-      if (j == NULL || bench_json_write(j, &run) != 0) {
-        fprintf(stderr, "mpiar-bench: cannot write --json '%s'\n", o.json_path);
-        exit_code = 1;
-      }
-      if (j != NULL && fclose(j) != 0) {
-        exit_code = 1;
-      }
-    }
-    if (csv != NULL) {
-      if (ferror(csv)) {
-        fprintf(stderr, "mpiar-bench: error writing --csv '%s'\n", o.csv_path);
-        exit_code = 1;
-      }
-      fclose(csv);
-      csv = NULL;
-    }
-  }
-  if (total_failures > 0) {
-    exit_code = 1;
-  }
-  /* Rank 0's output errors decide the exit code of every rank. */
-  MPI_Bcast(&exit_code, 1, MPI_INT, 0, comm);
-
-done:
-  if (csv != NULL) {
-    fclose(csv);
-  }
-  free(run.rows);
-  free(statuses);
-  free(reqs);
-  free(scratch);
-  free(times);
-  free(expected);
-  free(recvbuf);
-  free(sendbuf);
-  free(sizes);
-  MPI_Comm_free(&comm);
+  teardown(&st);
   MPI_Finalize();
   return exit_code;
 }

@@ -35,8 +35,8 @@ void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, benc
   const double t = row->alg[alg].median;
   f->algbw = t > 0 ? (double)row->bytes / t / 1e9 : NAN;
   f->busbw = f->algbw * 2.0 * (p - 1.0) / p;
-  f->limit_bw = (row->limit_bytes > 0 && row->limit_median > 0)
-                    ? (double)row->limit_bytes / row->limit_median / 1e9
+  f->limit_bw = (row->limit_bytes > 0 && row->limit_time > 0)
+                    ? (double)row->limit_bytes / row->limit_time / 1e9
                     : NAN;
   f->pct_limit = (f->limit_bw > 0) ? 100.0 * f->busbw / f->limit_bw : NAN;
   f->speedup = (run->mpi_index >= 0 && t > 0) ? row->alg[run->mpi_index].median / t : NAN;
@@ -211,8 +211,10 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
   } else {
     fprintf(f, "# xMPI: not measured (no `mpi` in the list)\n");
   }
-  fprintf(f, "# limit: paired MPI_Isend/MPI_Irecv of 2(p-1)/p * size bytes per rank, its time "
-             "and bandwidth\n");
+  fprintf(f, "# limit: the fastest way this MPI moved what a schedule of the size must move (best "
+             "repetition of\n#   a paired exchange of 2(p-1)/p * size bytes per rank and of each "
+             "algorithm's own messages\n#   without its reductions); time, and bandwidth for "
+             "2(p-1)/p * size bytes (see --help)\n");
   fprintf(f, "# best: the highest mpiar busbw = size / time * 2(p-1)/p, GB/s, and its %% of the "
              "limit bandwidth\n");
   fprintf(f, "#%10s %6s", "size", "iters");
@@ -264,7 +266,7 @@ void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
   }
   bench_figures_t lim;
   bench_figures(run, row, 0, &lim);
-  fprintf(f, " | %10.2f %7.3f", row->limit_median * 1e6, lim.limit_bw);
+  fprintf(f, " | %10.2f %7.3f", row->limit_time * 1e6, lim.limit_bw);
   if (best >= 0) {
     fprintf(f, " | %7.3f %5.1f%%  %s", best_busbw, best_pct, o->algs[best]);
     if (best == run->auto_index && row->auto_pick != NULL) {
@@ -350,7 +352,7 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
 void bench_csv_header(FILE *f) {
   fprintf(f, "bytes,count,dtype,op,nranks,inplace,algorithm,selected,iters,warmup,"
              "time_us_median,time_us_min,time_us_max,algbw_GBps,busbw_GBps,limit_bytes,"
-             "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures\n");
+             "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures,limit_plan\n");
 }
 
 /* A number, or an empty field where it is undefined, so that gnuplot and csv readers skip it. */
@@ -379,11 +381,11 @@ void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
     csv_num(f, "%.9g", fig.algbw);
     csv_num(f, "%.9g", fig.busbw);
     fprintf(f, ",%zu", row->limit_bytes);
-    csv_num(f, "%.9g", row->limit_median * 1e6);
+    csv_num(f, "%.9g", row->limit_time * 1e6);
     csv_num(f, "%.9g", fig.limit_bw);
     csv_num(f, "%.9g", fig.pct_limit);
     csv_num(f, "%.9g", fig.speedup);
-    fprintf(f, ",%ld\n", row->alg[a].failures);
+    fprintf(f, ",%ld,%s\n", row->alg[a].failures, row->limit_plan ? row->limit_plan : "");
   }
   fflush(f);
 }
@@ -431,16 +433,18 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
           mpiar_dtype_name(o->dtype), mpiar_op_name(o->op));
   fprintf(f, "  \"inplace\": %s,\n  \"validate\": %s,\n", o->inplace ? "true" : "false",
           o->validate ? "true" : "false");
-  fprintf(f, "  \"definitions\": {\n"
-             "    \"time_us\": \"time of one allreduce on the slowest rank, microseconds, "
-             "median/min/max over repetitions\",\n"
-             "    \"algbw_GBps\": \"bytes / median time, 1e9 bytes per second\",\n"
-             "    \"busbw_GBps\": \"algbw * 2(p-1)/p\",\n"
-             "    \"limit\": \"paired MPI_Isend/MPI_Irecv of limit_bytes = 2(p-1)/p * bytes per "
-             "rank; bw_GBps = limit_bytes / median time\",\n"
-             "    \"busbw_pct_limit\": \"busbw / limit bw * 100\",\n"
-             "    \"speedup_vs_mpi\": \"median time of mpi / median time of the algorithm; > 1 "
-             "is faster than MPI_Allreduce\"\n  },\n");
+  fprintf(f,
+          "  \"definitions\": {\n"
+          "    \"time_us\": \"time of one allreduce on the slowest rank, microseconds, "
+          "median/min/max over repetitions\",\n"
+          "    \"algbw_GBps\": \"bytes / median time, 1e9 bytes per second\",\n"
+          "    \"busbw_GBps\": \"algbw * 2(p-1)/p\",\n"
+          "    \"limit\": \"the best repetition of the fastest plan: a paired MPI_Isend/MPI_Irecv "
+          "exchange of limit_bytes = 2(p-1)/p * bytes per rank, or an algorithm's own sends and "
+          "receives posted at once without reductions; bw_GBps = limit_bytes / time\",\n"
+          "    \"busbw_pct_limit\": \"busbw / limit bw * 100\",\n"
+          "    \"speedup_vs_mpi\": \"median time of mpi / median time of the algorithm; > 1 "
+          "is faster than MPI_Allreduce\"\n  },\n");
   fprintf(f, "  \"algorithms\": [");
   for (int a = 0; a < o->nalgs; a++) {
     fprintf(f, "%s", a ? ", " : "");
@@ -454,9 +458,15 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     fprintf(f, "%s\n    {\"bytes\": %zu, \"count\": %zu, \"iters\": %d, \"warmup\": %d,\n",
             r ? "," : "", row->bytes, row->count, row->iters, row->warmup);
     fprintf(f, "     \"limit\": {\"bytes\": %zu, \"time_us\": ", row->limit_bytes);
-    json_num(f, row->limit_median * 1e6);
+    json_num(f, row->limit_time * 1e6);
     fprintf(f, ", \"bw_GBps\": ");
     json_num(f, lim.limit_bw);
+    fprintf(f, ", \"plan\": ");
+    if (row->limit_plan != NULL) {
+      json_str(f, row->limit_plan);
+    } else {
+      fputs("null", f);
+    }
     fprintf(f, "},\n     \"auto_selected\": ");
     if (row->auto_pick != NULL) {
       json_str(f, row->auto_pick);

@@ -2,7 +2,9 @@
  * mpiar-kernel-bench: bandwidth of the reduce kernels (f32, f64, bf16 and f16 SUM) for each ISA
  * level this CPU supports and each thread count, beside memcpy at the same size, measured in the
  * same run. Bytes count what is read plus written: 3 x the operand size for a reduction
- * (a, b read, dst written), 2 x for memcpy. Each figure is the median over repetitions.
+ * (a, b read, dst written), 2 x for memcpy. Each figure is the median over repetitions. The
+ * result each kernel leaves after its timed calls is compared with the reference kernel's, bit
+ * for bit (every level and thread count must give the same bits); a difference is exit code 1.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 #include <omp.h>
 #endif
 
-#include "core/common.h"
+#include "common/tool.h"
 #include "reduce_kernels/kernels.h"
 
 #define MAX_LIST 16
@@ -21,26 +23,12 @@
 typedef struct {
   size_t sizes[MAX_LIST];
   int nsizes;
-  int threads[MAX_LIST];
+  long threads[MAX_LIST];
   int nthreads;
-  int reps;
+  long reps;
   double min_ms;
+  int quick;
 } options_t;
-
-static void usage(FILE *f, const char *argv0) {
-  fprintf(f,
-          "usage: %s [--sizes=LIST] [--threads=LIST] [--reps=N] [--min-ms=MS] [--quick]\n"
-          "  --sizes=16K,512K,256M  bytes per operand (K, M, G suffixes; default: L1, L2 and\n"
-          "                         DRAM sized arrays 16K,512K,256M)\n"
-          "  --threads=1,2          thread counts (default 1,2)\n"
-          "  --reps=N               repetitions; the median is reported (default 7)\n"
-          "  --min-ms=MS            minimum duration of one repetition (default 20)\n"
-          "  --quick                16K,512K,8M, 3 repetitions of at least 5 ms\n"
-          "  --help                 this text\n"
-          "Prints a Markdown table: GB/s (read + written) of each kernel, memcpy's GB/s at the\n"
-          "same size and thread count, their ratio, and the speed-up over the reference level.\n",
-          argv0);
-}
 
 static double now_s(void) {
   struct timespec ts;
@@ -120,81 +108,100 @@ static double time_call(const work_t *w, int reps, double min_ms) {
   return t[reps / 2];
 }
 
-static int parse_sizes(const char *s, options_t *o) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  o->nsizes = 0;
-  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-    size_t v;
-    if (o->nsizes == MAX_LIST || mpiar__parse_size(tok, &v) != 0 || v < 64) {
-      return -1;
-    }
-    o->sizes[o->nsizes++] = v;
-  }
-  return o->nsizes > 0 ? 0 : -1;
-}
-
-static int parse_threads(const char *s, options_t *o) {
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  o->nthreads = 0;
-  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-    char *end = NULL;
-    long v = strtol(tok, &end, 10);
-    if (o->nthreads == MAX_LIST || *end != '\0' || v < 1 || v > 1024) {
-      return -1;
-    }
-    o->threads[o->nthreads++] = (int)v;
-  }
-  return o->nthreads > 0 ? 0 : -1;
-}
-
+/* Parse the command line. @return -1 to run, else the exit code. */
 static int parse_args(int argc, char **argv, options_t *o) {
-  parse_sizes("16K,512K,256M", o);
-  parse_threads("1,2", o);
-  o->reps = 7;
-  o->min_ms = 20;
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    char *end = NULL;
-    if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-      usage(stdout, argv[0]);
-      exit(0);
-    } else if (strcmp(arg, "--quick") == 0) {
-      parse_sizes("16K,512K,8M", o);
-      o->reps = 3;
-      o->min_ms = 5;
-    } else if (strncmp(arg, "--sizes=", 8) == 0) {
-      if (parse_sizes(arg + 8, o) != 0) {
-        fprintf(stderr, "bad --sizes '%s' (sizes of at least 64 bytes, e.g. 16K,512K,256M)\n",
-                arg + 8);
-        return -1;
-      }
-    } else if (strncmp(arg, "--threads=", 10) == 0) {
-      if (parse_threads(arg + 10, o) != 0) {
-        fprintf(stderr, "bad --threads '%s' (e.g. 1,2)\n", arg + 10);
-        return -1;
-      }
-    } else if (strncmp(arg, "--reps=", 7) == 0) {
-      long v = strtol(arg + 7, &end, 10);
-      if (*end != '\0' || end == arg + 7 || v < 1 || v > 64) {
-        fprintf(stderr, "bad --reps '%s' (1..64)\n", arg + 7);
-        return -1;
-      }
-      o->reps = (int)v;
-    } else if (strncmp(arg, "--min-ms=", 9) == 0) {
-      double v = strtod(arg + 9, &end);
-      if (*end != '\0' || end == arg + 9 || !(v > 0 && v <= 60000)) {
-        fprintf(stderr, "bad --min-ms '%s'\n", arg + 9);
-        return -1;
-      }
-      o->min_ms = v;
-    } else {
-      fprintf(stderr, "unknown argument '%s'\n", arg);
-      return -1;
-    }
+  memset(o, 0, sizeof *o);
+  int sizes_given = 0, reps_given = 0, min_ms_given = 0;
+  const tool_arg_t args[] = {
+      {.long_name = "sizes",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o->sizes,
+       .nitems = &o->nsizes,
+       .max_items = MAX_LIST,
+       .lo = 64,
+       .hi = TOOL_SIZE_MAX,
+       .given = &sizes_given,
+       .metavar = "LIST",
+       .help = "bytes per operand, 64 B or more (K, M, G suffixes; default: L1,\n"
+               "L2 and DRAM sized arrays 16K,512K,256M)"},
+      {.long_name = "threads",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o->threads,
+       .nitems = &o->nthreads,
+       .max_items = MAX_LIST,
+       .lo = 1,
+       .hi = 1024,
+       .metavar = "LIST",
+       .help = "thread counts (default 1,2)"},
+      {.long_name = "reps",
+       .kind = TOOL_ARG_INT,
+       .dest = &o->reps,
+       .lo = 1,
+       .hi = 64,
+       .given = &reps_given,
+       .metavar = "N",
+       .help = "repetitions; the median is reported (default 7)"},
+      {.long_name = "min-ms",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o->min_ms,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 60000,
+       .given = &min_ms_given,
+       .metavar = "MS",
+       .help = "minimum duration of one repetition (default 20)"},
+      {.long_name = "quick",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o->quick,
+       .help = "16K,512K,8M, 3 repetitions of at least 5 ms (options given\n"
+               "explicitly take precedence)"},
+  };
+  const tool_spec_t spec = {
+      .prog = "mpiar-kernel-bench",
+      .usage = "mpiar-kernel-bench [options]",
+      .about = "Bandwidth of the reduce kernels (f32, f64, bf16 and f16 sum) for each ISA level\n"
+               "this CPU supports and each thread count, beside memcpy at the same size.\n"
+               "Every kernel's result is first checked against the reference kernel's, bit\n"
+               "for bit.",
+      .epilogue = "Prints a Markdown table: GB/s (read + written: 3 x the operand size for a\n"
+                  "reduction, 2 x for memcpy) of each kernel, memcpy's GB/s at the same size and\n"
+                  "thread count, their ratio, and the speed-up over the reference level; then\n"
+                  "one line \"# checked: N kernel runs against the reference, M differ\".",
+      .args = args,
+      .nargs = (int)(sizeof args / sizeof args[0]),
+  };
+  int ex = tool_args_run(&spec, argc, argv);
+  if (ex >= 0) {
+    return ex;
   }
-  return 0;
+  static const size_t full[] = {(size_t)16 << 10, (size_t)512 << 10, (size_t)256 << 20};
+  static const size_t quick[] = {(size_t)16 << 10, (size_t)512 << 10, (size_t)8 << 20};
+  if (!sizes_given) {
+    memcpy(o->sizes, o->quick ? quick : full, sizeof full);
+    o->nsizes = 3;
+  }
+  if (o->nthreads == 0) {
+    o->threads[0] = 1;
+    o->threads[1] = 2;
+    o->nthreads = 2;
+  }
+  if (!reps_given) {
+    o->reps = o->quick ? 3 : 7;
+  }
+  if (!min_ms_given) {
+    o->min_ms = o->quick ? 5 : 20;
+  }
+  /* Three operands of the largest size, plus the reference result, allocated at once. */
+  size_t largest = 0;
+  for (int i = 0; i < o->nsizes; i++) {
+    largest = o->sizes[i] > largest ? o->sizes[i] : largest;
+  }
+  char err[256];
+  if (tool_check_memory(4.0 * (double)largest, "--sizes (4 buffers of the largest size)", err,
+                        sizeof err) != 0) {
+    return tool_usage_error(&spec, "%s", err);
+  }
+  return -1;
 }
 
 static void fmt_size(size_t b, char *out, size_t n) {
@@ -209,9 +216,9 @@ static void fmt_size(size_t b, char *out, size_t n) {
 
 int main(int argc, char **argv) {
   options_t o;
-  if (parse_args(argc, argv, &o) != 0) {
-    usage(stderr, argv[0]);
-    return 2;
+  int ex = parse_args(argc, argv, &o);
+  if (ex >= 0) {
+    return ex;
   }
   static const mpiar_dtype_t dts[] = {MPIAR_FLOAT32, MPIAR_FLOAT64, MPIAR_BFLOAT16, MPIAR_FLOAT16};
   mpiar__kernel_table_t tables[MPIAR__ISA_COUNT];
@@ -223,17 +230,18 @@ int main(int argc, char **argv) {
   printf("# mpiar-kernel-bench: CPU features avx2=%d avx512=%d avx512_bf16=%d avx512_fp16=%d; "
          "median of %d repetitions of >= %.0f ms\n\n",
          !!(f & MPIAR__FEAT_AVX2), !!(f & MPIAR__FEAT_AVX512), !!(f & MPIAR__FEAT_AVX512_BF16),
-         !!(f & MPIAR__FEAT_AVX512_FP16), o.reps, o.min_ms);
+         !!(f & MPIAR__FEAT_AVX512_FP16), (int)o.reps, o.min_ms);
+  int checked = 0, differ = 0;
   printf("| size/operand | kernel | level | threads | GB/s | memcpy GB/s | / memcpy | x reference "
          "|\n");
   printf("|---|---|---|---|---|---|---|---|\n");
   for (int s = 0; s < o.nsizes; s++) {
     size_t bytes = o.sizes[s];
-    char *a = NULL, *b = NULL, *d = NULL;
+    char *a = NULL, *b = NULL, *d = NULL, *ref = NULL;
     if (posix_memalign((void **)&a, 64, bytes) || posix_memalign((void **)&b, 64, bytes) ||
-        posix_memalign((void **)&d, 64, bytes)) {
-      fprintf(stderr, "cannot allocate 3 x %zu bytes\n", bytes);
-      return 1;
+        posix_memalign((void **)&d, 64, bytes) || posix_memalign((void **)&ref, 64, bytes)) {
+      fprintf(stderr, "mpiar-kernel-bench: cannot allocate 4 x %zu bytes\n", bytes);
+      return TOOL_EXIT_FAIL;
     }
     /* Moderate finite values: the speed of special values is not what is measured here. */
     for (size_t i = 0; i < bytes; i++) {
@@ -244,22 +252,36 @@ int main(int argc, char **argv) {
     char sz[32];
     fmt_size(bytes, sz, sizeof sz);
     for (int t = 0; t < o.nthreads; t++) {
-      work_t mw = {NULL, d, a, b, bytes / 64, 64, o.threads[t]};
-      double mgbs = 2.0 * (double)bytes / time_call(&mw, o.reps, o.min_ms) / 1e9;
+      work_t mw = {NULL, d, a, b, bytes / 64, 64, (int)o.threads[t]};
+      double mgbs = 2.0 * (double)bytes / time_call(&mw, (int)o.reps, o.min_ms) / 1e9;
       for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++) {
         size_t es = mpiar_dtype_size(dts[k]);
+        size_t n = bytes / es;
         double ref_gbs = 0;
+        /* What every level must give, bit for bit: the reference kernel on one thread. */
+        tables[MPIAR__ISA_REFERENCE].fn[dts[k]][MPIAR_SUM](ref, a, b, n);
         for (int l = 0; l < MPIAR__ISA_COUNT; l++) {
           if (!have[l]) {
             continue;
           }
-          work_t w = {tables[l].fn[dts[k]][MPIAR_SUM], d, a, b, bytes / es, es, o.threads[t]};
-          double gbs = 3.0 * (double)bytes / time_call(&w, o.reps, o.min_ms) / 1e9;
+          work_t w = {tables[l].fn[dts[k]][MPIAR_SUM], d, a, b, n, es, (int)o.threads[t]};
+          memset(d, 0, bytes);
+          double gbs = 3.0 * (double)bytes / time_call(&w, (int)o.reps, o.min_ms) / 1e9;
+          /* The timed calls left their result in d. */
+          checked++;
+          if (memcmp(d, ref, n * es) != 0) {
+            differ++;
+            fprintf(stderr,
+                    "mpiar-kernel-bench: %s %s sum, %d threads, %s: result differs from "
+                    "the reference\n",
+                    sz, mpiar_dtype_name(dts[k]), (int)o.threads[t],
+                    mpiar__isa_name((mpiar__isa_t)l));
+          }
           if (l == MPIAR__ISA_REFERENCE) {
             ref_gbs = gbs;
           }
           printf("| %s | %s sum | %s | %d | %.1f | %.1f | %.2f | %.1f |\n", sz,
-                 mpiar_dtype_name(dts[k]), mpiar__isa_name((mpiar__isa_t)l), o.threads[t], gbs,
+                 mpiar_dtype_name(dts[k]), mpiar__isa_name((mpiar__isa_t)l), (int)o.threads[t], gbs,
                  mgbs, gbs / mgbs, gbs / ref_gbs);
           fflush(stdout);
         }
@@ -268,6 +290,8 @@ int main(int argc, char **argv) {
     free(a);
     free(b);
     free(d);
+    free(ref);
   }
-  return 0;
+  printf("\n# checked: %d kernel runs against the reference, %d differ\n", checked, differ);
+  return differ ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
 }

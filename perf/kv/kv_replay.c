@@ -19,9 +19,12 @@
  * Each iteration starts after a barrier; its time is the slowest worker's. Reported: median and
  * mean milliseconds per iteration, and fusion's speed-up over per-tensor pushpull.
  *
+ * After the timed iterations, each mode runs once more on inputs whose results are known, and
+ * every element is checked (exit code 1 on a wrong one).
+ *
  *   mpiexec -n 2 mpiar-kv-replay [--model vgg16|resnet50|all] [--iters N] [--warmup N]
- *                                [--scale F] [--fusion BYTES] [--quick]
- * --scale divides every tensor's element count (at least one element each) to bound memory:
+ *                                [--scale F] [--fusion BYTES] [--quick]   (--help for more)
+ * --scale multiplies every tensor's element count (at least one element each) to bound memory:
  * the full VGG-16 needs about 1.1 GB per worker (gradients plus the store's copy of the
  * weights) and the fusion buffer. --quick: --scale 0.03125 --iters 2 --warmup 1.
  */
@@ -32,6 +35,7 @@
 
 #include <mpi.h>
 
+#include "common/tool.h"
 #include "mpiar.h"
 #include "mpiar_kv.h"
 
@@ -190,6 +194,47 @@ static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
   free(ins);
 }
 
+/* The check's input of worker r, tensor i, element k: small integers times 2^-60, so that every
+ * sum over workers is exact in float32. */
+static float check_input(int r, size_t i, size_t k) {
+  return 0x1p-60f * (float)(1 + (k + 3 * i + 5 * (size_t)r) % 13);
+}
+
+/*
+ * One untimed iteration of `mode` on inputs whose results are known, after the timed ones:
+ * MPI and mpiar sum exactly, the store averages (the exact sum divided once by the worker
+ * count, so within one rounding). @return the wrong elements over all workers.
+ */
+static long check_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
+                       mpiar_kv_key_t *keys) {
+  for (size_t i = 0; i < m->n; i++) {
+    for (size_t k = 0; k < m->t[i].count; k++) {
+      grads[i][k] = check_input(rank, i, k);
+    }
+  }
+  double median, mean;
+  run_mode(mode, m, kv, grads, keys, 0, 1, &median, &mean);
+  const int avg = mode == KV_PER_TENSOR || mode == KV_PER_TENSOR_NV || mode == KV_FUSED;
+  long bad = 0;
+  for (size_t i = 0; i < m->n; i++) {
+    for (size_t k = 0; k < m->t[i].count; k++) {
+      float sum = 0;
+      for (int r = 0; r < nranks; r++) {
+        sum += check_input(r, i, k);
+      }
+      float want = avg ? sum / (float)nranks : sum;
+      float got = grads[i][k];
+      int ok = avg ? fabsf(got - want) <= 0x1p-23f * want : got == want;
+      if (!ok && bad++ < 3) {
+        fprintf(stderr, "worker %d: %s: %s[%zu] = %a, expected %a\n", rank, mode_names[mode],
+                m->t[i].name, k, (double)got, (double)want);
+      }
+    }
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  return bad;
+}
+
 /* A store averaging float32 gradients with every tensor of the model registered. */
 static mpiar_kv_t *make_store(const model_t *m, const mpiar_kv_key_t *keys, float **grads,
                               int verify, size_t fusion) {
@@ -211,7 +256,8 @@ static mpiar_kv_t *make_store(const model_t *m, const mpiar_kv_key_t *keys, floa
   return kv;
 }
 
-static void replay(model_t *m, double scale, size_t fusion, int warmup, int iters) {
+/* @return the wrong results of the checks, over all modes and workers. */
+static long replay(model_t *m, double scale, size_t fusion, int warmup, int iters) {
   size_t total = 0, largest = 0;
   for (size_t i = 0; i < m->n; i++) {
     size_t c = (size_t)ceil((double)m->t[i].count * scale);
@@ -244,9 +290,10 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
            "workers, fusion threshold %zu bytes, %d iterations after %d warm-up\n",
            m->name, m->n, total, (double)total * 4 / 1e6, largest, scale, nranks, fb, iters,
            warmup);
-    printf("  %-18s %12s %12s %10s\n", "mode", "median ms", "mean ms", "GB/s*");
+    printf("  %-18s %12s %12s %10s  %s\n", "mode", "median ms", "mean ms", "GB/s*", "check");
   }
   double med[NMODES], mean[NMODES];
+  long wrong = 0;
   static const int order[NMODES] = {KV_PER_TENSOR, KV_FUSED, MPI_PER_TENSOR, MPIAR_PER_TENSOR,
                                     KV_PER_TENSOR_NV};
   for (int o = 0; o < NMODES; o++) {
@@ -259,10 +306,12 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
       kv = make_store(m, keys, grads, 0, fusion);
     }
     run_mode(mode, m, kv, grads, keys, warmup, iters, &med[mode], &mean[mode]);
+    long bad = check_mode(mode, m, kv, grads, keys);
+    wrong += bad;
     if (rank == 0) {
       /* Algorithm bandwidth: bytes of the model per second (not counting p-dependent traffic). */
-      printf("  %-18s %12.3f %12.3f %10.2f\n", mode_names[mode], med[mode], mean[mode],
-             (double)total * 4 / (med[mode] * 1e-3) / 1e9);
+      printf("  %-18s %12.3f %12.3f %10.2f  %s\n", mode_names[mode], med[mode], mean[mode],
+             (double)total * 4 / (med[mode] * 1e-3) / 1e9, bad ? "WRONG" : "ok");
     }
   }
   if (rank == 0) {
@@ -280,51 +329,99 @@ static void replay(model_t *m, double scale, size_t fusion, int warmup, int iter
   if (rc != 0) {
     die(rc, "destroy");
   }
+  return wrong;
+}
+
+static int parse_model(const char *value, void *dest, char *err, size_t errlen) {
+  if (strcmp(value, "all") != 0 && strcmp(value, "vgg16") != 0 && strcmp(value, "resnet50") != 0) {
+    snprintf(err, errlen, "unknown model '%s' (vgg16, resnet50 or all)", value);
+    return -1;
+  }
+  *(const char **)dest = value;
+  return 0;
 }
 
 int main(int argc, char **argv) {
+  const char *which = "all";
+  long iters = 10, warmup = 2;
+  double scale = 1.0;
+  size_t fusion = MPIAR_KV_FUSION_AUTO;
+  int quick = 0, iters_given = 0, warmup_given = 0, scale_given = 0;
+  const tool_arg_t args[] = {
+      {.long_name = "model",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &which,
+       .parse = parse_model,
+       .metavar = "NAME",
+       .help = "vgg16, resnet50 or all (default)"},
+      {.long_name = "iters",
+       .kind = TOOL_ARG_INT,
+       .dest = &iters,
+       .lo = 1,
+       .hi = 1000000,
+       .given = &iters_given,
+       .metavar = "N",
+       .help = "timed iterations per mode (default 10)"},
+      {.long_name = "warmup",
+       .kind = TOOL_ARG_INT,
+       .dest = &warmup,
+       .lo = 0,
+       .hi = 1000000,
+       .given = &warmup_given,
+       .metavar = "N",
+       .help = "untimed iterations before them (default 2)"},
+      {.long_name = "scale",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &scale,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 1,
+       .given = &scale_given,
+       .metavar = "F",
+       .help = "multiply every tensor's element count by F, at least one\n"
+               "element each (default 1: the real models)"},
+      {.long_name = "fusion",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &fusion,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "BYTES",
+       .help = "fusion threshold of the store (0: no fusion; default:\n"
+               "MPIAR_FUSION_BYTES, else 64 MiB)"},
+      {.long_name = "quick",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &quick,
+       .help = "--scale 0.03125 --iters 2 --warmup 1 (options given explicitly\n"
+               "take precedence)"},
+  };
+  const tool_spec_t spec = {
+      .prog = "mpiar-kv-replay",
+      .usage = "mpiexec -n P mpiar-kv-replay [options]",
+      .about = "Replays the gradient tensors of VGG-16 and ResNet-50 (shapes of the published\n"
+               "architectures) per iteration, in backpropagation order, through the kvstore\n"
+               "(per tensor, with and without the metadata agreement, and fused), through\n"
+               "mpiar_allreduce and through MPI_Allreduce, and times each mode (median and mean\n"
+               "milliseconds per iteration, the slowest worker's). After the timed iterations\n"
+               "each mode runs once more on inputs with known results, which are checked.",
+      .epilogue =
+          "The full VGG-16 needs about 1.1 GB per worker (gradients and the store's copy of\n"
+          "the weights) plus the fusion buffer.",
+      .args = args,
+      .nargs = (int)(sizeof args / sizeof args[0]),
+  };
+  int ex = tool_args_run(&spec, argc, argv);
+  if (ex >= 0) {
+    return ex;
+  }
+  if (quick) {
+    scale = scale_given ? scale : 1.0 / 32;
+    iters = iters_given ? iters : 2;
+    warmup = warmup_given ? warmup : 1;
+  }
+
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  const char *which = "all";
-  int iters = 10, warmup = 2;
-  double scale = 1.0;
-  size_t fusion = MPIAR_KV_FUSION_AUTO;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
-      which = argv[++i];
-    } else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc) {
-      iters = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) {
-      warmup = atoi(argv[++i]);
-    } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
-      scale = atof(argv[++i]);
-    } else if (strcmp(argv[i], "--fusion") == 0 && i + 1 < argc) {
-      fusion = (size_t)strtoull(argv[++i], NULL, 10);
-    } else if (strcmp(argv[i], "--quick") == 0) {
-      scale = 1.0 / 32;
-      iters = 2;
-      warmup = 1;
-    } else {
-      if (rank == 0) {
-        fprintf(stderr,
-                "usage: %s [--model vgg16|resnet50|all] [--iters N] [--warmup N] [--scale F] "
-                "[--fusion BYTES] [--quick]\n",
-                argv[0]);
-      }
-      MPI_Finalize();
-      return 2;
-    }
-  }
-  if (iters < 1 || warmup < 0 || !(scale > 0 && scale <= 1) ||
-      (strcmp(which, "all") != 0 && strcmp(which, "vgg16") != 0 &&
-       strcmp(which, "resnet50") != 0)) {
-    if (rank == 0) {
-      fprintf(stderr, "need --iters >= 1, --warmup >= 0, 0 < --scale <= 1, a known model\n");
-    }
-    MPI_Finalize();
-    return 2;
-  }
   model_t vgg = {0}, resnet = {0};
   build_vgg16(&vgg);
   build_resnet50(&resnet);
@@ -341,14 +438,18 @@ int main(int argc, char **argv) {
             vgg.n, pv, resnet.n, pr);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  long wrong = 0;
   if (strcmp(which, "all") == 0 || strcmp(which, "resnet50") == 0) {
-    replay(&resnet, scale, fusion, warmup, iters);
+    wrong += replay(&resnet, scale, fusion, (int)warmup, (int)iters);
   }
   if (strcmp(which, "all") == 0 || strcmp(which, "vgg16") == 0) {
-    replay(&vgg, scale, fusion, warmup, iters);
+    wrong += replay(&vgg, scale, fusion, (int)warmup, (int)iters);
+  }
+  if (rank == 0) {
+    printf("check: %ld wrong results\n", wrong);
   }
   free(vgg.t);
   free(resnet.t);
   MPI_Finalize();
-  return 0;
+  return wrong ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
 }

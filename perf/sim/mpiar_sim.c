@@ -10,110 +10,13 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
-#include "core/common.h"
+#include "common/tool.h"
 #include "sim/sim.h"
-
-static void usage(FILE *out) {
-  fprintf(out, "usage: mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
-               "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
-               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
-               "options:\n"
-               "  --algorithm A      allreduce:");
-  for (int i = 0; i < mpiar__algorithm_count; i++) {
-    fprintf(out, " %s", mpiar__algorithms[i].name);
-  }
-  for (int i = 0; i < mpiar__algorithm_variant_count; i++) {
-    fprintf(out, " %s", mpiar__algorithm_variants[i].name);
-  }
-  fprintf(out, "; bcast:");
-  for (int i = 0; i < mpiar__bcast_algorithm_count; i++) {
-    fprintf(out, " %s", mpiar__bcast_algorithms[i].name);
-  }
-  fprintf(out,
-          "\n"
-          "  --collective C     allreduce (default) or bcast\n"
-          "  --ranks P          number of ranks (1..1048576); --sweep takes a list\n"
-          "  --bytes N          message size in bytes (K, M, G suffixes: powers of 1024)\n"
-          "  --segment S        ring segment size in bytes (default: no segmentation)\n"
-          "  --alpha SEC        seconds per message (default 2e-6)\n"
-          "  --beta SEC         seconds per byte sent (default 1e-10)\n"
-          "  --gamma SEC        seconds per byte reduced (default 5e-11)\n"
-          "  --dtype T          element type (default float32)\n"
-          "  --op O             reduction (default sum)\n"
-          "  --in-place         reduce in place\n"
-          "  --root R           broadcast root (default 0)\n"
-          "  --data / --no-data move and check real data (default: when ranks x bytes <= 256M)\n"
-          "  --seed S           input seed (default 1)\n"
-          "  --print-schedule   print the schedule of --rank R instead of simulating\n"
-          "  --sweep            print the fastest algorithm per (ranks, bytes)\n"
-          "  --sizes LIST       sizes for --sweep (default 1K,4K,...,1G)\n"
-          "  --json             print JSON instead of text\n"
-          "  --help             this text\n");
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "mpiar-sim: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n");
-  usage(stderr);
-  return 2;
-}
-
-static int parse_double(const char *s, double *out) {
-  char *end = NULL;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v < 0) {
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out) {
-  char *end = NULL;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
-    return -1;
-  }
-  *out = v;
-  return 0;
-}
-
-/* Parse a comma-separated list; sizes use the K/M/G grammar. @return count or -1. */
-static int parse_list(const char *s, size_t *vals, int max, int sizes) {
-  char buf[1024];
-  if (strlen(s) >= sizeof buf) {
-    return -1;
-  }
-  strcpy(buf, s);
-  int n = 0;
-  for (char *tok = strtok(buf, ","); tok != NULL; tok = strtok(NULL, ",")) {
-    size_t v;
-    long l;
-    if (n == max) {
-      return -1;
-    }
-    if (sizes) {
-      if (mpiar__parse_size(tok, &v) != 0) {
-        return -1;
-      }
-    } else {
-      if (parse_int(tok, 1, 1 << 20, &l) != 0) {
-        return -1;
-      }
-      v = (size_t)l;
-    }
-    vals[n++] = v;
-  }
-  return n;
-}
 
 typedef struct opts {
   const char *algorithm;
   int bcast;
-  size_t ranks[16];
+  long ranks[16];
   int nranks_list;
   size_t bytes;
   int have_bytes;
@@ -121,10 +24,11 @@ typedef struct opts {
   mpiar__cost_params_t cost;
   mpiar_dtype_t dtype;
   mpiar_op_t op;
-  int in_place, root, data, print, print_rank, sweep, json;
+  int in_place, data, print, sweep, json, reproducible;
+  long root, print_rank;
   size_t sizes[32];
   int nsizes;
-  unsigned long long seed;
+  long seed;
 } opts_t;
 
 static void json_string(const char *s) {
@@ -140,6 +44,9 @@ static void json_string(const char *s) {
   }
   putchar('"');
 }
+
+/* Without --data or --no-data, data are moved and checked up to this many bytes over all ranks. */
+#define DATA_DEFAULT_BYTES (256.0 * 1024 * 1024)
 
 static double busbw_factor(int bcast, int p) {
   /* Allreduce moves 2(p-1)/p of the vector per rank at best; broadcast (p-1)/p... the vector. */
@@ -157,14 +64,14 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.dtype = o->dtype;
   cfg.op = o->op;
   cfg.in_place = o->in_place;
-  cfg.root = o->root;
+  cfg.root = (int)o->root;
   cfg.segment_elems = o->segment_bytes / es;
   cfg.cost = o->cost;
-  cfg.seed = o->seed;
-  cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= 256.0 * 1024 * 1024;
+  cfg.seed = (uint64_t)o->seed;
+  cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
   if (o->print) {
     mpiar__schedule_t s;
-    int rc = mpiar__sim_build(&cfg, o->print_rank, &s);
+    int rc = mpiar__sim_build(&cfg, (int)o->print_rank, &s);
     if (rc != MPIAR_SUCCESS) {
       fprintf(stderr, "mpiar-sim: %s: %s\n", mpiar_strerror(rc), mpiar_last_error());
       return 1;
@@ -245,6 +152,40 @@ static void size_name(size_t b, char *buf, size_t len) {
   }
 }
 
+/* Modelled time of one allreduce without data; NAN when skipped (too big, or a segmented ring
+ * whose block fits one segment) or failed (counted in *failures). */
+static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
+                         size_t seg, int *failures) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  const double blk = (double)bytes / p;
+  const double m = seg ? ceil(blk / (double)seg) : 1;
+  if (seg && m < 2) {
+    return NAN; /* the block fits in one segment: same as the unsegmented ring */
+  }
+  const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
+  if (steps > SWEEP_MAX_STEPS) {
+    return NAN;
+  }
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = alg;
+  cfg.nranks = p;
+  cfg.count = bytes / es;
+  cfg.dtype = o->dtype;
+  cfg.op = o->op;
+  cfg.segment_elems = seg / es;
+  cfg.cost = o->cost;
+  cfg.data = 0;
+  cfg.check_hazards = 0;
+  mpiar__sim_result_t res;
+  if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
+            res.ok ? mpiar_last_error() : res.error);
+    (*failures)++;
+    return NAN;
+  }
+  return res.time_s;
+}
+
 static int run_sweep(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
   int failures = 0;
@@ -280,36 +221,9 @@ static int run_sweep(const opts_t *o) {
         const mpiar__algorithm_t *alg =
             c < mpiar__algorithm_count ? &mpiar__algorithms[c] : mpiar__algorithm_find("ring");
         size_t seg = c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
-        times[c] = NAN;
-        const double blk = (double)bytes / p;
-        const double m = seg ? ceil(blk / (double)seg) : 1;
-        if (seg && m < 2) {
-          continue; /* the block fits in one segment: same as the unsegmented ring */
-        }
-        const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
-        if (steps > SWEEP_MAX_STEPS) {
-          continue;
-        }
-        mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-        cfg.algorithm = alg;
-        cfg.nranks = p;
-        cfg.count = bytes / es;
-        cfg.dtype = o->dtype;
-        cfg.op = o->op;
-        cfg.segment_elems = seg / es;
-        cfg.cost = o->cost;
-        cfg.data = 0;
-        cfg.check_hazards = 0;
-        mpiar__sim_result_t res;
-        if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
-          fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
-                  res.ok ? mpiar_last_error() : res.error);
-          failures++;
-          continue;
-        }
-        times[c] = res.time_s;
-        if (res.time_s < best) {
-          best = res.time_s;
+        times[c] = sweep_time(o, alg, p, bytes, seg, &failures);
+        if (!isnan(times[c]) && times[c] < best) {
+          best = times[c];
           if (seg) {
             char nm[32];
             size_name(seg, nm, sizeof nm);
@@ -359,6 +273,112 @@ static int run_sweep(const opts_t *o) {
   return failures ? 1 : 0;
 }
 
+/*
+ * --sweep --reproducible: for every registry algorithm (and the ring with each sweep segment),
+ * its time, its reproducible replacement's time and their ratio; then the best of the registry
+ * against the best of the replacements, which is what `auto` costs in each mode.
+ */
+static int run_sweep_repro(const opts_t *o) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
+  const int ncand = mpiar__algorithm_count + (int)NSEG;
+  int failures = 0;
+  printf("# mpiar-sim --sweep --reproducible: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; "
+         "modelled time in us; each algorithm, then its reproducible replacement / its time\n",
+         o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
+         mpiar_op_name(o->op));
+  printf("%6s %6s", "ranks", "bytes");
+  for (int c = 0; c < ncand; c++) {
+    char col[64], nm[32];
+    if (c < mpiar__algorithm_count) {
+      snprintf(col, sizeof col, "%s", mpiar__algorithms[c].name);
+    } else {
+      size_name(sweep_segments[c - mpiar__algorithm_count], nm, sizeof nm);
+      snprintf(col, sizeof col, "ring/seg=%s", nm);
+    }
+    printf(" %28s", col);
+  }
+  printf(" %12s %12s %6s\n", "best", "best repro", "ratio");
+  for (int pi = 0; pi < o->nranks_list; pi++) {
+    const int p = (int)o->ranks[pi];
+    for (int si = 0; si < o->nsizes; si++) {
+      const size_t bytes = o->sizes[si] / es * es;
+      double best = INFINITY, best_repro = INFINITY;
+      char bn[32];
+      size_name(bytes, bn, sizeof bn);
+      printf("%6d %6s", p, bn);
+      for (int c = 0; c < ncand; c++) {
+        const mpiar__algorithm_t *alg = c < mpiar__algorithm_count ? &mpiar__algorithms[c] : ring;
+        const size_t seg =
+            c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
+        const mpiar__algorithm_t *rep = mpiar__algorithm_reproducible(alg, p, o->dtype);
+        const double t = sweep_time(o, alg, p, bytes, seg, &failures);
+        const double tr = rep == alg ? t : sweep_time(o, rep, p, bytes, seg, &failures);
+        char cell[64];
+        if (isnan(t) || isnan(tr)) {
+          snprintf(cell, sizeof cell, "-");
+        } else {
+          snprintf(cell, sizeof cell, "%.2f %s/%.3f", t * 1e6, rep == alg ? "=" : rep->name,
+                   tr / t);
+          best = t < best ? t : best;
+          best_repro = tr < best_repro ? tr : best_repro;
+        }
+        printf(" %28s", cell);
+      }
+      printf(" %12.2f %12.2f %6.3f\n", best * 1e6, best_repro * 1e6, best_repro / best);
+      fflush(stdout);
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+static int parse_collective(const char *value, void *dest, char *err, size_t errlen) {
+  if (strcmp(value, "allreduce") != 0 && strcmp(value, "bcast") != 0) {
+    snprintf(err, errlen, "unknown collective '%s' (allreduce or bcast)", value);
+    return -1;
+  }
+  *(int *)dest = strcmp(value, "bcast") == 0;
+  return 0;
+}
+
+static int parse_dtype(const char *value, void *dest, char *err, size_t errlen) {
+  if (mpiar_dtype_from_name(value, dest) != MPIAR_SUCCESS) {
+    snprintf(err, errlen, "unknown dtype '%s'", value);
+    return -1;
+  }
+  return 0;
+}
+
+static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
+  if (mpiar_op_from_name(value, dest) != MPIAR_SUCCESS) {
+    snprintf(err, errlen, "unknown op '%s'", value);
+    return -1;
+  }
+  return 0;
+}
+
+/* "ring rabenseifner ...; bcast: binomial ..." for --help. */
+static void algorithm_names(char *buf, size_t len) {
+  size_t w = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < mpiar__algorithm_count + mpiar__algorithm_variant_count && w < len; i++) {
+    const char *name = i < mpiar__algorithm_count
+                           ? mpiar__algorithms[i].name
+                           : mpiar__algorithm_variants[i - mpiar__algorithm_count].name;
+    w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? " " : "allreduce: ", name);
+  }
+  for (int i = 0; i < mpiar__bcast_algorithm_count && w < len; i++) {
+    w += (size_t)snprintf(buf + w, len - w, "%s%s",
+                          i ? " " : ";\nbcast: ", mpiar__bcast_algorithms[i].name);
+  }
+}
+
+/* Bytes the data checks of one simulation allocate at least: per rank the input copy, the
+ * output and its init map, plus the reference result. */
+static double data_memory(int p, size_t bytes, size_t es) {
+  return (double)p * (2.0 * (double)bytes + (double)(bytes / es)) + (double)bytes;
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -370,121 +390,173 @@ int main(int argc, char **argv) {
   o.data = -1;
   o.print_rank = -1;
   o.seed = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE()                                    \
-  do {                                                  \
-    if (v == NULL) {                                    \
-      return usage_error("option %s needs a value", a); \
-    }                                                   \
-    i++;                                                \
-  } while (0)
-    long l;
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      usage(stdout);
-      return 0;
-    } else if (strcmp(a, "--algorithm") == 0) {
-      NEED_VALUE();
-      o.algorithm = v;
-    } else if (strcmp(a, "--collective") == 0) {
-      NEED_VALUE();
-      if (strcmp(v, "allreduce") == 0) {
-        o.bcast = 0;
-      } else if (strcmp(v, "bcast") == 0) {
-        o.bcast = 1;
-      } else {
-        return usage_error("unknown collective '%s' (allreduce or bcast)", v);
-      }
-    } else if (strcmp(a, "--ranks") == 0) {
-      NEED_VALUE();
-      o.nranks_list = parse_list(v, o.ranks, 16, 0);
-      if (o.nranks_list <= 0) {
-        return usage_error("--ranks '%s' is not a rank count (or list) in 1..1048576", v);
-      }
-    } else if (strcmp(a, "--bytes") == 0) {
-      NEED_VALUE();
-      if (mpiar__parse_size(v, &o.bytes) != 0) {
-        return usage_error("--bytes '%s' is not a size (e.g. 4096, 64K, 1M)", v);
-      }
-      o.have_bytes = 1;
-    } else if (strcmp(a, "--sizes") == 0) {
-      NEED_VALUE();
-      o.nsizes = parse_list(v, o.sizes, 32, 1);
-      if (o.nsizes <= 0) {
-        return usage_error("--sizes '%s' is not a list of sizes", v);
-      }
-    } else if (strcmp(a, "--segment") == 0) {
-      NEED_VALUE();
-      if (mpiar__parse_size(v, &o.segment_bytes) != 0) {
-        return usage_error("--segment '%s' is not a size", v);
-      }
-    } else if (strcmp(a, "--alpha") == 0 || strcmp(a, "--beta") == 0 || strcmp(a, "--gamma") == 0) {
-      NEED_VALUE();
-      double *dst = a[2] == 'a' ? &o.cost.alpha : a[2] == 'b' ? &o.cost.beta : &o.cost.gamma;
-      if (parse_double(v, dst) != 0) {
-        return usage_error("'%s' is not a non-negative number of seconds", v);
-      }
-    } else if (strcmp(a, "--dtype") == 0) {
-      NEED_VALUE();
-      if (mpiar_dtype_from_name(v, &o.dtype) != MPIAR_SUCCESS) {
-        return usage_error("unknown dtype '%s'", v);
-      }
-    } else if (strcmp(a, "--op") == 0) {
-      NEED_VALUE();
-      if (mpiar_op_from_name(v, &o.op) != MPIAR_SUCCESS) {
-        return usage_error("unknown op '%s'", v);
-      }
-    } else if (strcmp(a, "--in-place") == 0) {
-      o.in_place = 1;
-    } else if (strcmp(a, "--root") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1 << 20, &l) != 0) {
-        return usage_error("--root '%s' is not a rank", v);
-      }
-      o.root = (int)l;
-    } else if (strcmp(a, "--data") == 0) {
-      o.data = 1;
-    } else if (strcmp(a, "--no-data") == 0) {
-      o.data = 0;
-    } else if (strcmp(a, "--seed") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1L << 30, &l) != 0) {
-        return usage_error("--seed '%s' is not a number", v);
-      }
-      o.seed = (unsigned long long)l;
-    } else if (strcmp(a, "--print-schedule") == 0) {
-      o.print = 1;
-    } else if (strcmp(a, "--rank") == 0) {
-      NEED_VALUE();
-      if (parse_int(v, 0, 1 << 20, &l) != 0) {
-        return usage_error("--rank '%s' is not a rank", v);
-      }
-      o.print_rank = (int)l;
-    } else if (strcmp(a, "--sweep") == 0) {
-      o.sweep = 1;
-    } else if (strcmp(a, "--json") == 0) {
-      o.json = 1;
-    } else {
-      return usage_error("unknown argument '%s'", a);
-    }
-#undef NEED_VALUE
+  int rank_given = 0;
+  char algs[512];
+  algorithm_names(algs, sizeof algs);
+  const tool_arg_t args[] = {
+      {.long_name = "algorithm",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.algorithm,
+       .metavar = "A",
+       .help = algs},
+      {.long_name = "collective",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.bcast,
+       .parse = parse_collective,
+       .metavar = "C",
+       .help = "allreduce (default) or bcast"},
+      {.long_name = "ranks",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.ranks,
+       .nitems = &o.nranks_list,
+       .max_items = 16,
+       .lo = 1,
+       .hi = 1 << 20,
+       .metavar = "P",
+       .help = "number of ranks (1..1048576); --sweep takes a list"},
+      {.long_name = "bytes",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &o.bytes,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .given = &o.have_bytes,
+       .metavar = "N",
+       .help = "message size in bytes (K, M, G suffixes: powers of 1024)"},
+      {.long_name = "segment",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &o.segment_bytes,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "S",
+       .help = "ring segment size in bytes (default: no segmentation)"},
+      {.long_name = "alpha",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.alpha,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per message (default 2e-6)"},
+      {.long_name = "beta",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.beta,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per byte sent (default 1e-10)"},
+      {.long_name = "gamma",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.gamma,
+       .dlo = 0,
+       .dhi = 1e6,
+       .metavar = "SEC",
+       .help = "seconds per byte reduced (default 5e-11)"},
+      {.long_name = "dtype",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.dtype,
+       .parse = parse_dtype,
+       .metavar = "T",
+       .help = "element type (default float32)"},
+      {.long_name = "op",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.op,
+       .parse = parse_op,
+       .metavar = "O",
+       .help = "reduction (default sum)"},
+      {.long_name = "in-place",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.in_place,
+       .help = "reduce in place"},
+      {.long_name = "root",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.root,
+       .lo = 0,
+       .hi = 1 << 20,
+       .metavar = "R",
+       .help = "broadcast root (default 0)"},
+      {.long_name = "data",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.data,
+       .help = "move and check real data (default: when ranks x bytes <= 256M;\n"
+               "refused when its buffers do not fit in the available memory)"},
+      {.long_name = "no-data",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.data,
+       .off = 1,
+       .help = "matching and timing only"},
+      {.long_name = "seed",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.seed,
+       .lo = 0,
+       .hi = 1L << 30,
+       .metavar = "S",
+       .help = "input seed (default 1)"},
+      {.long_name = "print-schedule",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.print,
+       .help = "print the schedule of --rank R instead of simulating"},
+      {.long_name = "rank",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.print_rank,
+       .lo = 0,
+       .hi = 1 << 20,
+       .given = &rank_given,
+       .metavar = "R",
+       .help = "the rank --print-schedule prints"},
+      {.long_name = "sweep",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.sweep,
+       .help = "print the fastest algorithm per (ranks, bytes)"},
+      {.long_name = "sizes",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o.sizes,
+       .nitems = &o.nsizes,
+       .max_items = 32,
+       .lo = 1,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "LIST",
+       .help = "sizes for --sweep (default 1K,4K,...,1G)"},
+      {.long_name = "json",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.json,
+       .help = "print JSON instead of text"},
+      {.long_name = "reproducible",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.reproducible,
+       .help = "with --sweep: each algorithm beside its reproducible-mode replacement"},
+  };
+  const tool_spec_t spec = {
+      .prog = "mpiar-sim",
+      .usage = "mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
+               "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
+               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]",
+      .about = "Runs one collective's schedules for P ranks in the simulator (no MPI) and prints\n"
+               "the modelled time, bandwidths and traffic; prints a rank's schedule; or sweeps a\n"
+               "grid of rank counts and sizes and names the fastest algorithm for each.",
+      .epilogue = "A simulation whose checks fail (deadlock, unmatched message, hazard, wrong\n"
+                  "result) prints them and ends with exit code 1.",
+      .args = args,
+      .nargs = (int)(sizeof args / sizeof args[0]),
+  };
+  int ex = tool_args_run(&spec, argc, argv);
+  if (ex >= 0) {
+    return ex;
   }
   const size_t es = mpiar_dtype_size(o.dtype);
   if (!o.bcast && !mpiar_op_supported(o.dtype, o.op)) {
-    return usage_error("operation not defined on dtype %s", mpiar_dtype_name(o.dtype));
+    return tool_usage_error(&spec, "--op %s is not defined on --dtype %s", mpiar_op_name(o.op),
+                            mpiar_dtype_name(o.dtype));
   }
   if (o.segment_bytes % es != 0) {
-    return usage_error("--segment must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o.dtype));
+    return tool_usage_error(&spec, "--segment must be a multiple of the element size (%s)",
+                            mpiar_dtype_name(o.dtype));
   }
   if (o.sweep) {
     if (o.bcast || o.print) {
-      return usage_error("%s", "--sweep compares allreduce algorithms; drop --collective bcast "
-                               "and --print-schedule");
+      return tool_usage_error(&spec, "--sweep compares allreduce algorithms; drop --collective "
+                                     "bcast and --print-schedule");
     }
     if (o.nranks_list == 0) {
-      const size_t dflt[] = {2, 8, 64, 1024};
+      const long dflt[] = {2, 8, 64, 1024};
       memcpy(o.ranks, dflt, sizeof dflt);
       o.nranks_list = 4;
     }
@@ -493,31 +565,50 @@ int main(int argc, char **argv) {
         o.sizes[o.nsizes++] = b;
       }
     }
-    return run_sweep(&o);
+    return o.reproducible ? run_sweep_repro(&o) : run_sweep(&o);
+  }
+  if (o.reproducible) {
+    return tool_usage_error(&spec, "--reproducible goes with --sweep");
   }
   if (o.algorithm == NULL || o.nranks_list == 0 || !o.have_bytes) {
-    return usage_error("%s", "--algorithm, --ranks and --bytes are required (or --sweep)");
+    return tool_usage_error(&spec, "--algorithm, --ranks and --bytes are required (or --sweep)");
   }
   if (o.nranks_list != 1) {
-    return usage_error("--ranks '%s': a list is only accepted with --sweep", "...");
+    return tool_usage_error(&spec, "--ranks: a list is only accepted with --sweep");
   }
   const mpiar__algorithm_t *alg =
       o.bcast ? mpiar__bcast_algorithm_find(o.algorithm) : mpiar__algorithm_find_any(o.algorithm);
   if (alg == NULL) {
-    return usage_error("unknown algorithm '%s'", o.algorithm);
+    return tool_usage_error(&spec, "--algorithm: unknown algorithm '%s'", o.algorithm);
   }
   if (o.bytes % es != 0) {
-    return usage_error("--bytes must be a multiple of the element size (%s)",
-                       mpiar_dtype_name(o.dtype));
+    return tool_usage_error(&spec, "--bytes must be a multiple of the element size (%s)",
+                            mpiar_dtype_name(o.dtype));
   }
-  if (o.root >= (int)o.ranks[0]) {
-    return usage_error("%s", "--root must be below --ranks");
+  if (o.root >= o.ranks[0]) {
+    return tool_usage_error(&spec, "--root must be below --ranks");
   }
-  if (o.print && (o.print_rank < 0 || o.print_rank >= (int)o.ranks[0])) {
-    return usage_error("%s", "--print-schedule needs --rank R with 0 <= R < P");
+  if (o.print && !rank_given) {
+    return tool_usage_error(&spec, "--print-schedule needs --rank R with 0 <= R < P");
   }
-  if (!o.print && o.print_rank >= 0) {
-    return usage_error("%s", "--rank is only meaningful with --print-schedule");
+  if (o.print && o.print_rank >= o.ranks[0]) {
+    return tool_usage_error(&spec, "--rank %ld is not below --ranks %ld", o.print_rank, o.ranks[0]);
+  }
+  if (!o.print && rank_given) {
+    return tool_usage_error(&spec, "--rank is only meaningful with --print-schedule");
+  }
+  /* The data checks hold every rank's buffers at once: refuse what cannot fit before trying. */
+  const int p = (int)o.ranks[0];
+  if (!o.print && o.data != 0 &&
+      (o.data == 1 || (double)p * (double)o.bytes <= DATA_DEFAULT_BYTES)) {
+    char err[256];
+    char what[96];
+    char sz[32];
+    snprintf(what, sizeof what, "--data on %d ranks x --bytes %s", p,
+             tool_format_bytes((double)o.bytes, sz, sizeof sz));
+    if (tool_check_memory(data_memory(p, o.bytes, es), what, err, sizeof err) != 0) {
+      return tool_usage_error(&spec, "%s (try --no-data)", err);
+    }
   }
   return run_one(&o, alg);
 }

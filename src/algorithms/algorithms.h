@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "mpiar_types.h"
 #include "schedule/schedule.h"
 
 /*
@@ -79,6 +80,45 @@ double mpiar__cost_rabenseifner_fold(int nranks, size_t bytes, size_t elem_size,
 
 /* @return the registry entry or research variant named @p name, or NULL. */
 const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name);
+
+/*
+ * Reproducible mode (MPIAR_REPRODUCIBLE): every element of the result is the canonical
+ * combination of the ranks' values (src/reduce_kernels/canonical.c, mpiar_reduce_canonical()),
+ * whatever the algorithm, size, segment, offset in the buffer or fusion. The builders below
+ * compute it; they are research variants (mpiar__algorithm_variants) reached through
+ * mpiar__algorithm_reproducible(), not names users select.
+ *
+ * repro_direct: direct reduce-scatter reduced in the canonical tree at the receiver + ring
+ * allgather; any p, 2(p-1) messages and 2 (p-1)/p n bytes per rank, segmented: replaces ring.
+ * repro_rabenseifner: Rabenseifner with halving at distance 1 first (canonical for every p),
+ * cost of rabenseifner: replaces rabenseifner.
+ * recursive_doubling computes the canonical tree natively (its fold and distance-1-first
+ * exchanges are the tree's definition), so it replaces itself.
+ */
+int mpiar__build_repro_direct(mpiar__schedule_t *s);
+int mpiar__build_repro_rabenseifner(mpiar__schedule_t *s);
+double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                const mpiar__cost_params_t *c);
+/*
+ * repro_halving (research): the canonical tree evaluated as a weighted recursive halving plus a
+ * Bruck allgather; exactly 2 (p-1)/p n bytes sent per rank and O(log p) messages for every p.
+ */
+int mpiar__build_repro_halving(mpiar__schedule_t *s);
+double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                 const mpiar__cost_params_t *c);
+
+/*
+ * The algorithm to run in reproducible mode instead of @p alg (a registry entry or variant, as
+ * selected by name, environment, tuning or `auto`) for @p nranks ranks and @p dtype: @p alg
+ * itself where it already yields the canonical order (integer types, where every order gives the
+ * same bits; p <= 2 for the flat algorithms, which all compute x0 op x1; recursive_doubling and
+ * the repro_* builders for every p), else its reproducible replacement (ring -> repro_direct,
+ * keeping the segment size; rabenseifner, rabenseifner_fold -> repro_rabenseifner; any other
+ * algorithm, e.g. a hierarchical one: repro_direct when it is segmented, else
+ * repro_rabenseifner). Never NULL for a non-NULL @p alg.
+ */
+const mpiar__algorithm_t *mpiar__algorithm_reproducible(const mpiar__algorithm_t *alg, int nranks,
+                                                        mpiar_dtype_t dtype);
 
 /*
  * Broadcast algorithms, for mpiar_bcast(). The builder broadcasts s->count elements of OUTPUT

@@ -22,7 +22,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 static int ceil_pof2(int p) {
   int q = 1;

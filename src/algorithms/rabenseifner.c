@@ -37,7 +37,7 @@
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 enum { VARIANT_HALF = 0, VARIANT_FOLD = 1 };
 

@@ -22,7 +22,7 @@
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 int mpiar__build_recursive_doubling(mpiar__schedule_t *s) {
   const int p = s->nranks, r = s->rank;

@@ -16,6 +16,12 @@ const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar
 const mpiar__algorithm_t mpiar__algorithm_variants[] = {
     {"rabenseifner_fold", mpiar__build_rabenseifner_fold, mpiar__cost_rabenseifner_fold, 0,
      "Rabenseifner with the whole-vector fold for non-power-of-two p (research variant)"},
+    {"repro_direct", mpiar__build_repro_direct, mpiar__cost_repro_direct, MPIAR__ALG_SEGMENTED,
+     "direct reduce-scatter in the canonical order + ring allgather (reproducible mode: ring)"},
+    {"repro_rabenseifner", mpiar__build_repro_rabenseifner, mpiar__cost_rabenseifner, 0,
+     "Rabenseifner halving at distance 1 first (reproducible mode: rabenseifner)"},
+    {"repro_halving", mpiar__build_repro_halving, mpiar__cost_repro_halving, 0,
+     "canonical tree as a weighted recursive halving + Bruck allgather (research variant)"},
 };
 const int mpiar__algorithm_variant_count =
     (int)(sizeof mpiar__algorithm_variants / sizeof mpiar__algorithm_variants[0]);

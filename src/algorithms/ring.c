@@ -41,7 +41,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 /* Segments of a block of `len` elements: at least one, so an empty block still sends. */
 static size_t nsegs(size_t len, size_t seg) {

@@ -1,6 +1,6 @@
 /* Small arithmetic shared by the builders. */
 #include "algorithms/util.h"
-#include "core/common.h"
+#include "base/common.h"
 
 int mpiar__pof2_floor(int p) {
   int q = 1;

@@ -1,20 +1,40 @@
 /*
- * Per-communicator contexts. The context lives in an attribute of the user's communicator, so
- * MPI tells us when to release it: the delete callback runs when the user frees the
- * communicator. Contexts of communicators that are never freed (MPI_COMM_WORLD, for one) are
- * released by a delete callback on MPI_COMM_SELF, which MPI_Finalize runs first of all.
+ * Per-communicator contexts: creation (bounded by the deadline), lookup, the entry guard that
+ * detects two threads on one communicator, failure (break, notices, zombies) and release.
+ *
+ * The context lives in an attribute of the user's communicator, so MPI tells us when to release
+ * it: the delete callback runs when the user frees the communicator. Contexts of communicators
+ * that are never freed (MPI_COMM_WORLD, for one) are released by a delete callback on
+ * MPI_COMM_SELF, which MPI_Finalize runs first of all, while MPI still works.
+ *
+ * Release of a broken context drains it: messages of failed operations may still be in flight
+ * (a send whose receiver gave up, a receive whose sender was late), and MPI_Finalize waits for
+ * such sends forever. So every rank whose context is broken receives and discards whatever
+ * arrives, completes its own leftover requests, then tells every other rank it will send nothing
+ * more (FIN), and frees the private communicator once all other ranks have said the same.
+ * Failed ranks notify every rank when they fail, so all ranks drain together; the drain gives up
+ * after MPIAR__DRAIN_SECONDS (a rank that never releases the communicator) and then keeps the
+ * private communicator allocated, so that MPI cannot reuse its context id for a new communicator
+ * that would receive the stray messages.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/context.h"
 #include "reduce_kernels/kernels.h"
 
 size_t mpiar__max_message_bytes = (size_t)1 << 30;
+
+/* How long the release of a broken context waits for the other ranks to drain. */
+#define MPIAR__DRAIN_SECONDS 5.0
+
+/* Idle polls before a waiting rank starts yielding its core (when the policy yields). */
+#define MPIAR__SPIN_POLLS 64
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static mpiar__context_t *live_head;
@@ -23,19 +43,30 @@ static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static int keyval_error; /* MPI error class if creating the keyvals failed */
 static int finalizing;   /* set while MPI_Finalize releases the contexts */
+static int finalized;    /* set once they are released: no more contexts */
+static unsigned generation; /* bumped whenever a context is released (invalidates caches) */
 
-/* Private communicators of broken contexts, kept until MPI_Finalize (see context_destroy). */
+/* Private communicators whose drain did not finish, kept until MPI_Finalize. */
 #define MPIAR__GRAVEYARD_MAX 256
 static MPI_Comm graveyard[MPIAR__GRAVEYARD_MAX];
 static int graveyard_count;
 
+/* The last contexts this thread used, so that a loop of calls skips MPI's attribute lookup. */
+#define MPIAR__CACHE_WAYS 4
+static _Thread_local struct {
+  MPI_Comm comm;
+  mpiar__context_t *ctx;
+  unsigned gen;
+} cache[MPIAR__CACHE_WAYS];
+static _Thread_local unsigned cache_next;
+
 int mpiar__check_mpi_state(void) {
-  int initialized = 0, finalized = 0;
+  int initialized = 0, done = 0;
   MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (!initialized || finalized) {
+  MPI_Finalized(&done);
+  if (!initialized || done || __atomic_load_n(&finalized, __ATOMIC_ACQUIRE)) {
     return mpiar__error(MPIAR_ERR_MPI_STATE, "MPI is %s",
-                        finalized ? "already finalized" : "not initialized");
+                        initialized ? "already finalized" : "not initialized");
   }
   return MPIAR_SUCCESS;
 }
@@ -47,7 +78,98 @@ int mpiar__live_contexts(void) {
   return n;
 }
 
-static void context_destroy(mpiar__context_t *ctx) {
+static int mpi_failed(int err, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) {
+    snprintf(msg, sizeof msg, "MPI error %d", err);
+  }
+  return mpiar__error(MPIAR_ERR_MPI, "%s failed: %s", what, msg);
+}
+
+/* ---- waiting ---- */
+
+void mpiar__idle(mpiar__context_t *ctx, unsigned idle) {
+  if (ctx->yield && idle > MPIAR__SPIN_POLLS) {
+    sched_yield();
+  }
+}
+
+/* ---- failure ---- */
+
+void mpiar__context_zombie(mpiar__context_t *ctx, MPI_Request req) {
+  if (req == MPI_REQUEST_NULL) {
+    return;
+  }
+  if (ctx->nzombies == ctx->zombie_cap) {
+    size_t cap = ctx->zombie_cap ? 2 * ctx->zombie_cap : 64;
+    MPI_Request *z = realloc(ctx->zombies, cap * sizeof *z);
+    if (z == NULL) {
+      /* Out of memory on the failure path: let MPI finish the request on its own. */
+      MPI_Request_free(&req);
+      return;
+    }
+    ctx->zombies = z;
+    ctx->zombie_cap = cap;
+  }
+  ctx->zombies[ctx->nzombies++] = req;
+}
+
+void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, int notify) {
+  if (!ctx->broken) {
+    ctx->broken = 1;
+    snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", reason);
+  }
+  /* Every request in progress fails with @p code and the reason. */
+  while (ctx->active != NULL) {
+    mpiar__request_fail(ctx->active, code, reason);
+  }
+  if (notify && ctx->comm != MPI_COMM_NULL && ctx->size > 1) {
+    ctx->notice_out.rank = ctx->rank;
+    ctx->notice_out.code = code;
+    snprintf(ctx->notice_out.detail, sizeof ctx->notice_out.detail, "%s", reason);
+    int tag = (ctx->nslots << (ctx->size_bits + MPIAR__TAG_BITS)) | MPIAR__CTL_NOTICE;
+    for (int r = 0; r < ctx->size; r++) {
+      if (r == ctx->rank) {
+        continue;
+      }
+      MPI_Request q = MPI_REQUEST_NULL;
+      if (MPI_Isend(&ctx->notice_out, (int)sizeof ctx->notice_out, MPI_BYTE, r, tag, ctx->comm,
+                    &q) == MPI_SUCCESS) {
+        mpiar__context_zombie(ctx, q);
+      }
+    }
+  }
+}
+
+/* ---- entry guard ---- */
+
+int mpiar__context_enter_ctx(mpiar__context_t *ctx) {
+  for (;;) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&ctx->entered, &expected, 1, 0, __ATOMIC_ACQUIRE,
+                                    __ATOMIC_RELAXED)) {
+      return MPIAR_SUCCESS;
+    }
+    if (expected == 1) {
+      return mpiar__error(MPIAR_ERR_CONCURRENT,
+                          "another thread is inside an mpiar call on this communicator (rank %d "
+                          "of %d): calls on one communicator must come from one thread at a "
+                          "time",
+                          ctx->rank, ctx->size);
+    }
+    /* The progress thread is inside: it leaves after one pass. */
+    sched_yield();
+  }
+}
+
+void mpiar__context_leave(mpiar__context_t *ctx) {
+  __atomic_store_n(&ctx->entered, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- release ---- */
+
+static void unlink_live(mpiar__context_t *ctx) {
   pthread_mutex_lock(&live_lock);
   if (ctx->live_prev != NULL) {
     ctx->live_prev->live_next = ctx->live_next;
@@ -57,27 +179,213 @@ static void context_destroy(mpiar__context_t *ctx) {
   if (ctx->live_next != NULL) {
     ctx->live_next->live_prev = ctx->live_prev;
   }
+  ctx->live_prev = ctx->live_next = NULL;
   live_count--;
+  __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&live_lock);
+}
 
-  mpiar__plans_free_all(ctx);
-  free(ctx->scratch);
-  if (ctx->comm != MPI_COMM_NULL) {
-    if (ctx->broken && !finalizing) {
-      /* Messages of the failed call may still be in flight on the private communicator. If it
-       * were freed, MPI could give its context id to a new communicator and deliver them there;
-       * so it stays allocated until MPI_Finalize. */
-      pthread_mutex_lock(&live_lock);
-      if (graveyard_count < MPIAR__GRAVEYARD_MAX) {
-        graveyard[graveyard_count++] = ctx->comm;
-        ctx->comm = MPI_COMM_NULL;
-      }
-      pthread_mutex_unlock(&live_lock);
-    }
-    if (ctx->comm != MPI_COMM_NULL) {
-      MPI_Comm_free(&ctx->comm);
+/*
+ * The duplicate of a context whose creation timed out may finish later, when the late ranks
+ * arrive: they then hold a working duplicate and wait for this rank inside their first call. This
+ * rank takes the duplicate and sends them a failure notice, so that they fail instead of waiting.
+ */
+static void tag_layout(mpiar__context_t *ctx);
+
+static void late_notify(mpiar__context_t *ctx) {
+  int flag = 0;
+  if (ctx->idup_req == MPI_REQUEST_NULL ||
+      MPI_Test(&ctx->idup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) {
+    return;
+  }
+  ctx->idup_req = MPI_REQUEST_NULL;
+  ctx->comm = ctx->late_comm;
+  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(ctx->comm, &ctx->rank);
+  MPI_Comm_size(ctx->comm, &ctx->size);
+  tag_layout(ctx);
+  if (ctx->slot_req == NULL) {
+    ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
+  }
+  if (ctx->held == NULL) {
+    ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
+  }
+  if (ctx->slot_req == NULL || ctx->held == NULL) {
+    MPI_Comm_free(&ctx->comm);
+    return;
+  }
+  mpiar__context_break(ctx, MPIAR_ERR_TIMEOUT, ctx->broken_reason, 1);
+}
+
+/* A context being drained. */
+typedef struct drain {
+  mpiar__context_t *ctx;
+  unsigned char *fin_from; /* per rank: its FIN arrived */
+  int fins;
+  int fin_sent;
+  int done;
+} drain_t;
+
+/* One drain pass over one context; sets d->done when finished. */
+static void drain_pass(drain_t *d) {
+  mpiar__context_t *ctx = d->ctx;
+  /* Leftover requests of failed operations. */
+  size_t kept = 0;
+  for (size_t i = 0; i < ctx->nzombies; i++) {
+    int flag = 0;
+    MPI_Test(&ctx->zombies[i], &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+      ctx->zombies[kept++] = ctx->zombies[i];
     }
   }
+  ctx->nzombies = kept;
+  /* Messages taken out of MPI's queue earlier, and everything that arrives now. */
+  while (ctx->nheld > 0) {
+    mpiar__held_t *h = &ctx->held[--ctx->nheld];
+    mpiar__discard(ctx, &h->msg, h->bytes);
+  }
+  int ctl_slot = ctx->nslots;
+  for (;;) {
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status st;
+    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, ctx->comm, &flag, &msg, &st) != MPI_SUCCESS ||
+        !flag) {
+      break;
+    }
+    int count = 0;
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    int slot = st.MPI_TAG >> (ctx->size_bits + MPIAR__TAG_BITS);
+    int type = st.MPI_TAG & ((1 << MPIAR__TAG_BITS) - 1);
+    if (slot == ctl_slot && type == MPIAR__CTL_FIN && st.MPI_SOURCE >= 0 &&
+        st.MPI_SOURCE < ctx->size && !d->fin_from[st.MPI_SOURCE]) {
+      d->fin_from[st.MPI_SOURCE] = 1;
+      d->fins++;
+    }
+    mpiar__discard(ctx, &msg, (size_t)count);
+  }
+  if (!d->fin_sent && ctx->nzombies == 0) {
+    /* Everything this rank sent has been received: say so to every rank. */
+    int tag = (ctl_slot << (ctx->size_bits + MPIAR__TAG_BITS)) | MPIAR__CTL_FIN;
+    for (int r = 0; r < ctx->size; r++) {
+      if (r != ctx->rank) {
+        MPI_Request q = MPI_REQUEST_NULL;
+        if (MPI_Isend(NULL, 0, MPI_BYTE, r, tag, ctx->comm, &q) == MPI_SUCCESS) {
+          mpiar__context_zombie(ctx, q);
+        }
+      }
+    }
+    d->fin_sent = 1;
+  }
+  if (d->fin_sent && ctx->nzombies == 0 && d->fins == ctx->size - 1) {
+    d->done = 1;
+  }
+}
+
+/* Drain the broken contexts of @p ctxs together (see the file header), then free them all. */
+static void release_all(mpiar__context_t **ctxs, int n) {
+  drain_t *d = calloc((size_t)n, sizeof *d);
+  int pending = 0;
+  for (int i = 0; i < n && d != NULL; i++) {
+    mpiar__context_t *ctx = ctxs[i];
+    d[i].ctx = ctx;
+    d[i].done = 1;
+    /* Keep the progress thread out for good (it leaves after its pass). */
+    for (;;) {
+      int expected = 0;
+      if (__atomic_compare_exchange_n(&ctx->entered, &expected, 3, 0, __ATOMIC_ACQUIRE,
+                                      __ATOMIC_RELAXED) ||
+          expected != 2) {
+        __atomic_store_n(&ctx->entered, 3, __ATOMIC_RELEASE);
+        break;
+      }
+      sched_yield();
+    }
+    late_notify(ctx);
+    if (ctx->comm == MPI_COMM_NULL) {
+      continue;
+    }
+    while (ctx->active != NULL) {
+      mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN,
+                           "the communicator was released with operations in progress", 1);
+    }
+    /* A failure notice may be waiting: it breaks the context here too, and then it drains. */
+    mpiar__scan(ctx);
+    if (ctx->broken || ctx->nheld > 0 || ctx->nzombies > 0) {
+      d[i].fin_from = calloc((size_t)ctx->size, 1);
+      if (d[i].fin_from != NULL) {
+        d[i].done = 0;
+        pending++;
+      }
+    }
+  }
+  double deadline = MPI_Wtime() + MPIAR__DRAIN_SECONDS;
+  unsigned idle = 0;
+  while (pending > 0 && MPI_Wtime() < deadline) {
+    pending = 0;
+    for (int i = 0; i < n; i++) {
+      if (!d[i].done) {
+        drain_pass(&d[i]);
+        pending += !d[i].done;
+      }
+    }
+    if (++idle > MPIAR__SPIN_POLLS) {
+      sched_yield();
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    mpiar__context_t *ctx = ctxs[i];
+    int drained = d == NULL || d[i].done;
+    if (ctx->comm != MPI_COMM_NULL) {
+      if (drained || finalizing) {
+        for (size_t k = 0; k < ctx->nzombies; k++) {
+          MPI_Request_free(&ctx->zombies[k]);
+        }
+        MPI_Comm_free(&ctx->comm);
+      } else {
+        pthread_mutex_lock(&live_lock);
+        if (graveyard_count < MPIAR__GRAVEYARD_MAX) {
+          graveyard[graveyard_count++] = ctx->comm;
+        }
+        pthread_mutex_unlock(&live_lock);
+        for (size_t k = 0; k < ctx->nzombies; k++) {
+          MPI_Request_free(&ctx->zombies[k]);
+        }
+      }
+      ctx->comm = MPI_COMM_NULL;
+      ctx->nzombies = 0;
+    }
+    /* A duplicate that never finished is left to MPI: MPI forbids freeing the request of a
+     * nonblocking collective, and the rank that did not arrive keeps it from completing. */
+    mpiar__plans_free_all(ctx);
+    free(d != NULL ? d[i].fin_from : NULL);
+    unlink_live(ctx);
+    mpiar__context_unref(ctx);
+  }
+  free(d);
+}
+
+void mpiar__context_unref(mpiar__context_t *ctx) {
+  if (--ctx->refs > 0) {
+    return;
+  }
+  if (ctx->comm != MPI_COMM_NULL) {
+    /* The last request of a detached context went away: release the context now. */
+    ctx->refs = 1;
+    mpiar__context_t *one[1] = {ctx};
+    release_all(one, 1);
+    return;
+  }
+  while (ctx->tainted != NULL) {
+    mpiar__request_t *r = ctx->tainted;
+    ctx->tainted = r->anext;
+    mpiar__request_free_mem(r);
+  }
+  mpiar__plans_free_all(ctx);
+  free(ctx->slot_req);
+  free(ctx->node_of);
+  free(ctx->held);
+  free(ctx->zombies);
   free(ctx);
 }
 
@@ -85,7 +393,19 @@ static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)comm;
   (void)keyval;
   (void)extra;
-  context_destroy((mpiar__context_t *)attr);
+  mpiar__context_t *ctx = attr;
+  ctx->attached = 0;
+  __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+  if (finalizing) {
+    return MPI_SUCCESS; /* released together with the others by self_delete_cb */
+  }
+  if (ctx->refs > 1) {
+    /* Requests still point here (persistent ones): the context lives until they are freed. */
+    ctx->refs--;
+    return MPI_SUCCESS;
+  }
+  mpiar__context_t *one[1] = {ctx};
+  release_all(one, 1);
   return MPI_SUCCESS;
 }
 
@@ -95,25 +415,33 @@ static int self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra) {
   (void)keyval;
   (void)attr;
   (void)extra;
+  mpiar__progress_thread_stop();
   finalizing = 1;
-  for (;;) {
-    pthread_mutex_lock(&live_lock);
-    mpiar__context_t *ctx = live_head;
-    pthread_mutex_unlock(&live_lock);
-    if (ctx == NULL) {
-      break;
-    }
-    /* Deleting the attribute runs comm_delete_cb, which unlinks the context. */
-    if (MPI_Comm_delete_attr(ctx->user_comm, comm_keyval) != MPI_SUCCESS) {
-      context_destroy(ctx);
+  pthread_mutex_lock(&live_lock);
+  int n = live_count;
+  mpiar__context_t **all = n > 0 ? calloc((size_t)n, sizeof *all) : NULL;
+  int k = 0;
+  for (mpiar__context_t *c = live_head; c != NULL && all != NULL; c = c->live_next) {
+    all[k++] = c;
+  }
+  pthread_mutex_unlock(&live_lock);
+  for (int i = 0; i < k; i++) {
+    if (all[i]->attached) {
+      MPI_Comm_delete_attr(all[i]->user_comm, comm_keyval);
     }
   }
+  if (k > 0) {
+    release_all(all, k);
+  }
+  free(all);
   for (int i = 0; i < graveyard_count; i++) {
     MPI_Comm_free(&graveyard[i]);
   }
   graveyard_count = 0;
   MPI_Comm_free_keyval(&comm_keyval);
   comm_keyval = MPI_KEYVAL_INVALID;
+  __atomic_store_n(&finalized, 1, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
   return MPI_SUCCESS;
 }
 
@@ -135,79 +463,58 @@ static void create_keyvals(void) {
   }
 }
 
-/* CPUs this process may run on (its affinity mask, which mpiexec or srun may have narrowed). */
-static int usable_cpus(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) {
-      return n;
+/* ---- creation ---- */
+
+/*
+ * The tag layout of the file header, from MPI_TAG_UB. At most 5 slot bits (31 operations in
+ * flight per communicator; a start beyond waits for the oldest to finish) and at most 20 size
+ * bits (exact lengths below 1 MiB).
+ */
+static void tag_layout(mpiar__context_t *ctx) {
+  int *ub = NULL, flag = 0;
+  long tag_ub = 32767;
+  if (MPI_Comm_get_attr(ctx->comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub != NULL &&
+      *ub > 0) {
+    tag_ub = *ub;
+  }
+  int bits = 0;
+  while (bits < 31 && (1L << (bits + 1)) - 1 <= tag_ub) {
+    bits++;
+  }
+  int spare = bits - MPIAR__TAG_BITS;
+  ctx->slot_bits = spare >= 7 ? 5 : (spare > 2 ? spare - 2 : 1);
+  ctx->size_bits = spare - ctx->slot_bits;
+  if (ctx->size_bits > 20) {
+    ctx->size_bits = 20;
+  }
+  if (ctx->size_bits < 0) {
+    ctx->size_bits = 0;
+  }
+  ctx->nslots = (1 << ctx->slot_bits) - 1;
+  ctx->exact_max = ctx->size_bits > 0 ? ((size_t)1 << ctx->size_bits) - 1 : 0;
+}
+
+/* Wait for an MPI request (the duplication) until the deadline; 1 if it completed. */
+static int wait_until(MPI_Request *req, double deadline, int yield) {
+  unsigned idle = 0;
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      return -1;
+    }
+    if (flag) {
+      return 1;
+    }
+    if (deadline > 0 && MPI_Wtime() > deadline) {
+      return 0;
+    }
+    if (yield || ++idle > MPIAR__SPIN_POLLS) {
+      sched_yield();
     }
   }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
 }
 
-static int wait_policy_from_env(mpiar__wait_policy_t *policy) {
-  const char *v = getenv("MPIAR_WAIT");
-  if (v == NULL || *v == '\0' || strcmp(v, "auto") == 0) {
-    *policy = MPIAR__WAIT_AUTO;
-  } else if (strcmp(v, "spin") == 0) {
-    *policy = MPIAR__WAIT_SPIN;
-  } else if (strcmp(v, "yield") == 0) {
-    *policy = MPIAR__WAIT_YIELD;
-  } else {
-    return mpiar__error(MPIAR_ERR_ENV, "MPIAR_WAIT='%s' is not one of spin, yield, auto", v);
-  }
-  return MPIAR_SUCCESS;
-}
-
-static int mpi_failed(int err, const char *what) {
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) {
-    snprintf(msg, sizeof msg, "MPI error %d", err);
-  }
-  return mpiar__error(MPIAR_ERR_MPI, "%s failed: %s", what, msg);
-}
-
-static int context_create(MPI_Comm comm, mpiar__context_t **out) {
-  int rc = MPIAR_SUCCESS;
-  mpiar__wait_policy_t policy = MPIAR__WAIT_AUTO;
-  MPIAR__CHECK(wait_policy_from_env(&policy));
-
-  mpiar__context_t *ctx = calloc(1, sizeof *ctx);
-  if (ctx == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
-  }
-  ctx->user_comm = comm;
-  ctx->comm = MPI_COMM_NULL;
-  ctx->wait = policy;
-  int err = MPI_Comm_dup(comm, &ctx->comm);
-  if (err != MPI_SUCCESS) {
-    free(ctx);
-    return mpi_failed(err, "MPI_Comm_dup");
-  }
-  /* Library errors are returned as codes, never turned into an abort by MPI. */
-  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(ctx->comm, &ctx->rank);
-  MPI_Comm_size(ctx->comm, &ctx->size);
-
-  MPI_Comm node = MPI_COMM_NULL;
-  err = MPI_Comm_split_type(ctx->comm, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node);
-  if (err != MPI_SUCCESS) {
-    MPI_Comm_free(&ctx->comm);
-    free(ctx);
-    return mpi_failed(err, "MPI_Comm_split_type");
-  }
-  MPI_Comm_size(node, &ctx->local_ranks);
-  MPI_Comm_free(&node);
-  ctx->cores = usable_cpus();
-  /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
-   * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
-  int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
-  mpiar__kernel_set_default_threads(share > 0 ? share : 1);
-
+static void link_live(mpiar__context_t *ctx) {
   pthread_mutex_lock(&live_lock);
   ctx->live_next = live_head;
   if (live_head != NULL) {
@@ -216,28 +523,213 @@ static int context_create(MPI_Comm comm, mpiar__context_t **out) {
   live_head = ctx;
   live_count++;
   pthread_mutex_unlock(&live_lock);
+}
 
-  err = MPI_Comm_set_attr(comm, comm_keyval, ctx);
-  if (err != MPI_SUCCESS) {
-    context_destroy(ctx);
-    return mpi_failed(err, "MPI_Comm_set_attr");
+/*
+ * This process's node: a hash of the host name and of the network namespace. Ranks on one host
+ * share memory; ranks in different network namespaces of one host are the emulated nodes of
+ * perf/cluster, which MPI launches as different hosts too. (MPI_Comm_split_type would give the
+ * same grouping, but it is a blocking collective: a rank that gave up on a late peer would leave
+ * that peer blocked in it forever. This key is exchanged with mpiar's own allreduce, which the
+ * deadline bounds.)
+ */
+static uint64_t node_key(void) {
+  char text[512] = "";
+  gethostname(text, 255);
+  text[255] = '\0';
+  size_t used = strlen(text);
+  ssize_t n = readlink("/proc/self/ns/net", text + used + 1, sizeof text - used - 2);
+  if (n > 0) {
+    text[used] = '|';
+    text[used + 1 + (size_t)n] = '\0';
   }
-  *out = ctx;
-cleanup:
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = text; *c != '\0'; c++) {
+    h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  }
+  return h | 1; /* never 0, the value of ranks not yet heard from */
+}
+
+/* Every rank's node key (an allreduce of one slot per rank), then this rank's node size. */
+static int find_nodes(mpiar__context_t *ctx, long timeout_ms) {
+  ctx->local_ranks = 1;
+  if (ctx->size == 1) {
+    return MPIAR_SUCCESS;
+  }
+  uint64_t *keys = calloc((size_t)ctx->size, sizeof *keys);
+  ctx->node_of = calloc((size_t)ctx->size, sizeof *ctx->node_of);
+  if (keys == NULL || ctx->node_of == NULL) {
+    free(keys);
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
+  }
+  keys[ctx->rank] = node_key();
+  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size, MPIAR_UINT64, MPIAR_MAX,
+                                     timeout_ms);
+  if (rc == MPIAR_SUCCESS) {
+    int nodes = 0;
+    for (int r = 0; r < ctx->size; r++) {
+      int first = r;
+      for (int q = 0; q < r; q++) {
+        if (keys[q] == keys[r]) {
+          first = q;
+          break;
+        }
+      }
+      ctx->node_of[r] = first == r ? nodes++ : ctx->node_of[first];
+    }
+    ctx->nnodes = nodes;
+    ctx->local_ranks = 0;
+    for (int r = 0; r < ctx->size; r++) {
+      ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    }
+  }
+  free(keys);
   return rc;
 }
 
-int mpiar__context_get(MPI_Comm comm, mpiar__context_t **ctx) {
-  if (comm == MPI_COMM_NULL) {
-    return mpiar__error(MPIAR_ERR_COMM, "the communicator is MPI_COMM_NULL");
+/* Everything after the duplicate exists: tags, buffers, nodes, the wait policy. */
+static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, long timeout_ms) {
+  /* Library errors are returned as codes, never turned into an abort by MPI. */
+  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(ctx->comm, &ctx->rank);
+  MPI_Comm_size(ctx->comm, &ctx->size);
+  ctx->cores = mpiar__usable_cpus();
+  /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
+  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
+               (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
+  tag_layout(ctx);
+  ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
+  ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
+  if (ctx->slot_req == NULL || ctx->held == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
   }
+  int rc = find_nodes(ctx, timeout_ms);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
+   * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
+  int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
+  mpiar__kernel_set_default_threads(share > 0 ? share : 1);
+  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
+               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->cores);
+  return MPIAR_SUCCESS;
+}
+
+static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out) {
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings(&set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if ((rc = mpiar__progress_thread_start()) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__context_t *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
+  }
+  ctx->user_comm = comm;
+  ctx->comm = MPI_COMM_NULL;
+  ctx->idup_req = MPI_REQUEST_NULL;
+  ctx->refs = 1;
+  int cores = mpiar__usable_cpus(), local = 0;
+  MPI_Comm_size(comm, &local);
+  /* Waiting for the duplicate is the one wait of context creation that depends on the other
+   * ranks arriving; the deadline bounds it. */
+  double deadline = timeout_ms > 0 ? MPI_Wtime() + (double)timeout_ms * 1e-3 : 0;
+  ctx->late_comm = MPI_COMM_NULL;
+  int err = MPI_Comm_idup(comm, &ctx->late_comm, &ctx->idup_req);
+  if (err != MPI_SUCCESS) {
+    free(ctx);
+    return mpi_failed(err, "MPI_Comm_idup");
+  }
+  int yield = set->wait == MPIAR__WAIT_YIELD || (set->wait == MPIAR__WAIT_AUTO && local > cores);
+  int got = wait_until(&ctx->idup_req, deadline, yield);
+  if (got <= 0) {
+    /* The communicator stays marked: later calls fail at once instead of pairing their own
+     * duplicate with another rank's first one (see late_notify). */
+    ctx->broken = 1;
+    if (got == 0) {
+      rc = mpiar__error(MPIAR_ERR_TIMEOUT,
+                        "creating the communicator context timed out after %ld ms: not every "
+                        "rank of the communicator called mpiar on it",
+                        timeout_ms);
+    } else {
+      rc = mpiar__error(MPIAR_ERR_MPI, "MPI_Comm_idup failed");
+    }
+    snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
+  } else {
+    ctx->idup_req = MPI_REQUEST_NULL;
+    ctx->comm = ctx->late_comm;
+    long left = 0;
+    if (deadline > 0) {
+      left = (long)((deadline - MPI_Wtime()) * 1e3);
+      left = left > 1 ? left : 1;
+    }
+    rc = context_setup(ctx, set, left);
+    if (rc != MPIAR_SUCCESS) {
+      ctx->broken = 1;
+      snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
+    }
+  }
+  link_live(ctx);
+  ctx->attached = 1;
+  err = MPI_Comm_set_attr(comm, comm_keyval, ctx);
+  if (err != MPI_SUCCESS) {
+    ctx->attached = 0;
+    int code = mpi_failed(err, "MPI_Comm_set_attr");
+    mpiar__context_t *one[1] = {ctx};
+    release_all(one, 1);
+    return code;
+  }
+  *out = ctx;
+  return rc;
+}
+
+/*
+ * MPI_Comm_test_inter on a handle that is not a communicator (a freed one, say): MPICH raises
+ * that error on MPI_COMM_WORLD's handler, which aborts by default. So the world handler returns
+ * errors for the duration of the check (a rare path: only communicators not yet in the cache).
+ */
+int mpiar__check_comm(MPI_Comm comm) {
+  MPI_Errhandler old = MPI_ERRHANDLER_NULL;
+  int swapped = MPI_Comm_get_errhandler(MPI_COMM_WORLD, &old) == MPI_SUCCESS &&
+                MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) == MPI_SUCCESS;
   int inter = 0;
   int err = MPI_Comm_test_inter(comm, &inter);
+  if (swapped) {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, old);
+  }
+  if (old != MPI_ERRHANDLER_NULL) {
+    MPI_Errhandler_free(&old);
+  }
   if (err != MPI_SUCCESS) {
-    return mpiar__error(MPIAR_ERR_COMM, "not a valid communicator");
+    return mpiar__error(MPIAR_ERR_COMM, "not a valid communicator (freed, or never created)");
   }
   if (inter) {
     return mpiar__error(MPIAR_ERR_COMM, "intercommunicators are not supported");
+  }
+  return MPIAR_SUCCESS;
+}
+
+static int context_lookup(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx) {
+  unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < MPIAR__CACHE_WAYS; i++) {
+    if (cache[i].ctx != NULL && cache[i].comm == comm && cache[i].gen == gen) {
+      *ctx = cache[i].ctx;
+      return MPIAR_SUCCESS;
+    }
+  }
+  int rc = mpiar__check_mpi_state();
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (comm == MPI_COMM_NULL) {
+    return mpiar__error(MPIAR_ERR_COMM, "the communicator is MPI_COMM_NULL");
+  }
+  if ((rc = mpiar__check_comm(comm)) != MPIAR_SUCCESS) {
+    return rc;
   }
   pthread_once(&keyval_once, create_keyvals);
   if (keyval_error != MPI_SUCCESS || comm_keyval == MPI_KEYVAL_INVALID) {
@@ -246,18 +738,63 @@ int mpiar__context_get(MPI_Comm comm, mpiar__context_t **ctx) {
   }
   void *attr = NULL;
   int found = 0;
-  err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &found);
+  int err = MPI_Comm_get_attr(comm, comm_keyval, &attr, &found);
   if (err != MPI_SUCCESS) {
     return mpi_failed(err, "MPI_Comm_get_attr");
   }
   if (found) {
     *ctx = attr;
-    return MPIAR_SUCCESS;
+  } else {
+    rc = context_create(comm, timeout_ms, ctx);
+    if (rc != MPIAR_SUCCESS) {
+      return rc;
+    }
   }
-  return context_create(comm, ctx);
+  int slot = (int)(cache_next++ % MPIAR__CACHE_WAYS);
+  cache[slot].comm = comm;
+  cache[slot].ctx = *ctx;
+  cache[slot].gen = gen;
+  return MPIAR_SUCCESS;
 }
 
-void mpiar__context_break(mpiar__context_t *ctx, const char *reason) {
-  ctx->broken = 1;
-  snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", reason);
+int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **out) {
+  mpiar__context_t *ctx = NULL;
+  int rc = context_lookup(comm, timeout_ms, &ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (MPIAR__UNLIKELY(ctx->broken)) {
+    late_notify(ctx);
+    mpiar__context_leave(ctx);
+    return mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                        "an earlier failure broke this communicator's context (%s); free it and "
+                        "use a new one",
+                        ctx->broken_reason);
+  }
+  *out = ctx;
+  return MPIAR_SUCCESS;
+}
+
+/* ---- the progress thread's walk ---- */
+
+void mpiar__contexts_progress_all(void) {
+  pthread_mutex_lock(&live_lock);
+  for (mpiar__context_t *c = live_head; c != NULL; c = c->live_next) {
+    int expected = 0;
+    if (c->nactive == 0 || c->broken ||
+        !__atomic_compare_exchange_n(&c->entered, &expected, 2, 0, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED)) {
+      continue;
+    }
+    int progressed = 0;
+    mpiar__progress(c, &progressed);
+    if (progressed) {
+      mpiar__progress_note();
+    }
+    __atomic_store_n(&c->entered, 0, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&live_lock);
 }

@@ -1,8 +1,24 @@
 /*
- * Per-communicator state: a private duplicate of the user's communicator (so library messages
- * never match user messages), the plan cache, the scratch buffer and the wait policy.
- * A context is cached as an MPI attribute on the user's communicator and released by the
- * attribute's delete callback when that communicator is freed, or at MPI_Finalize.
+ * The MPI layer's state: per-communicator contexts, immutable plans, and requests.
+ *
+ * A context (one per user communicator, cached as an MPI attribute on it) holds a private
+ * duplicate of the communicator on which all library traffic runs, the plan cache, the requests
+ * in progress, and the failure state. A plan is a built schedule plus everything derived from it
+ * that does not change between runs (message pieces and their tags); it is immutable once built
+ * and shared by every request that runs it. A request holds the per-run state (pending
+ * dependency counts, ready queues, MPI requests, scratch), so one plan can run several times at
+ * once.
+ *
+ * Tags. Every message carries, besides the builder's step tag, the slot of its operation (each
+ * outstanding operation of a context has its own slot, so messages of different operations never
+ * match each other) and, for messages shorter than the size field can hold, its exact length in
+ * bytes. A receive of an exact-length message is posted with that tag, so a message of another
+ * length can never match it (no truncation is possible, whatever the sender does); a longer
+ * message is received only after MPI_Improbe has shown its length. Layout, from the low bits:
+ *   step tag (MPIAR__TAG_BITS) | size field (size_bits) | slot (slot_bits)
+ * sized from the communicator's MPI_TAG_UB (2^28 - 1 in MPICH 4: 13 size bits and 5 slot bits).
+ * The highest slot is reserved for the library's control messages (failure notices, argument
+ * checks, the drain at release).
  */
 #ifndef MPIAR_CONTEXT_H
 #define MPIAR_CONTEXT_H
@@ -12,15 +28,22 @@
 
 #include <mpi.h>
 
+#include "mpiar.h"
+
 #include "algorithms/algorithms.h"
-#include "core/common.h"
+#include "base/common.h"
+#include "base/settings.h"
 #include "schedule/schedule.h"
 
-typedef enum mpiar__wait_policy {
-  MPIAR__WAIT_AUTO = 0, /* yield when the node has more ranks than cores */
-  MPIAR__WAIT_SPIN,
-  MPIAR__WAIT_YIELD
-} mpiar__wait_policy_t;
+/* Bits of the builders' step tags (schedule.h: tags < MPIAR__TAG_LIMIT = 2^MPIAR__TAG_BITS). */
+#define MPIAR__TAG_BITS 10
+
+/* Control message types (step tags of the control slot). */
+enum {
+  MPIAR__CTL_NOTICE = 0, /* a rank failed: the context is broken everywhere */
+  MPIAR__CTL_FIN = 1,    /* drain at release: this rank will send nothing more */
+  MPIAR__CTL_CHECK = 16  /* + round: argument agreement (MPIAR_CHECK) */
+};
 
 typedef enum mpiar__coll { MPIAR__COLL_ALLREDUCE = 0, MPIAR__COLL_BCAST } mpiar__coll_t;
 
@@ -35,123 +58,345 @@ typedef struct mpiar__plan_key {
   int root; /* bcast root, -1 for allreduce */
 } mpiar__plan_key_t;
 
-/*
- * A built schedule with the executor's working arrays, all allocated when the plan is built so
- * that running a cached plan allocates nothing.
- */
+/* One MPI message of a SEND or RECV step (steps longer than the message limit are several). */
+typedef struct mpiar__piece {
+  uint32_t step;
+  int tag;    /* step tag | size field (the slot is added when the request starts) */
+  size_t off; /* bytes from the step's start */
+  size_t len; /* bytes */
+  uint8_t exact; /* 1: the tag holds the exact length (posted receive); 0: probed receive */
+} mpiar__piece_t;
+
+struct mpiar_request;
+struct mpiar__context;
+
 typedef struct mpiar__plan {
   mpiar__plan_key_t key;
   const char *name; /* algorithm name, for messages */
   mpiar__schedule_t sched;
-  uint32_t *pending;         /* per step: dependencies not yet complete (working copy) */
-  uint32_t *ready;           /* ready steps: communication queue, then computation queue */
-  uint32_t *piece_first;     /* per step: first message piece (nsteps + 1 entries) */
-  uint32_t *piece_left;      /* per step: pieces still in flight */
-  MPI_Request *active;       /* outstanding requests, compact */
-  uint32_t *active_step;     /* step of each outstanding request */
-  int *done_idx;             /* MPI_Testsome output */
-  MPI_Status *statuses;      /* MPI_Testsome output */
-  size_t npieces;            /* total message pieces */
-  uint32_t hash;             /* of the key */
-  struct mpiar__plan *hnext; /* next plan in the same hash bucket */
-  struct mpiar__plan *lru_prev, *lru_next; /* recency list, most recent first */
+  uint32_t *ndeps;      /* per step: its number of dependencies (copied into each run) */
+  uint32_t *start;      /* steps with no dependency, in order */
+  size_t nstart;
+  uint32_t *piece_first; /* per step: first piece (nsteps + 1 entries) */
+  mpiar__piece_t *pieces;
+  size_t npieces;
+  size_t scratch_bytes;
+  int refs;                    /* requests that hold this plan (not evicted while > 0) */
+  struct mpiar_request *spare; /* finished requests kept for reuse (linked by next) */
+  int nspare;
+  uint32_t hash;
+  struct mpiar__plan *hnext;
+  struct mpiar__plan *lru_prev, *lru_next;
 } mpiar__plan_t;
 
-/*
- * Plans kept per communicator; the least recently used is freed beyond this. A training step
- * reduces tensors of a few hundred distinct sizes (ResNet-50: 161 tensors), and each size is a
- * plan: they must all stay cached for the step to allocate nothing.
- */
+/* Plans kept per communicator (a training step's tensor sizes must all stay cached). */
 #define MPIAR__PLAN_CACHE_MAX 1024
-extern int mpiar__plan_cache_max; /* MPIAR__PLAN_CACHE_MAX; tests lower it to exercise eviction */
+extern int mpiar__plan_cache_max; /* tests lower it to exercise eviction */
 #define MPIAR__PLAN_BUCKETS 256   /* a power of two */
+
+/* Finished requests a plan keeps for reuse, so that repeated calls allocate nothing. */
+#define MPIAR__PLAN_SPARES 4
+
+/* A message taken out of MPI's queue (MPI_Improbe) before its receive was ready. */
+typedef struct mpiar__held {
+  MPI_Message msg;
+  int source, tag;
+  size_t bytes;
+} mpiar__held_t;
+#define MPIAR__HELD_MAX 256
+
+/* A failure notice: which rank failed and why. Every notice has this size. */
+typedef struct mpiar__notice {
+  int32_t rank;
+  int32_t code;
+  char detail[248];
+} mpiar__notice_t;
 
 typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
   int rank, size;
-  int local_ranks; /* ranks of this communicator on this node */
-  int cores;       /* CPUs this process may use */
-  mpiar__wait_policy_t wait;
-  int broken; /* 1 after a failure mid-communication */
-  char broken_reason[256];
-  mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS]; /* plans by key hash */
-  mpiar__plan_t *lru_head, *lru_tail;          /* all plans, most recently used first */
+  int local_ranks;   /* ranks of this communicator on this node */
+  int nnodes;        /* nodes of this communicator */
+  int *node_of;      /* node of every rank (NULL on one rank) */
+  int cores;         /* CPUs this process may use */
+  int yield;         /* 1: waiting ranks give their core away after a short spin */
+  int attached;      /* 1 while the attribute holds the context */
+  int refs;          /* the attribute + every request that points here */
+
+  /* Tag layout (see the file header). */
+  int size_bits, slot_bits;
+  int nslots;     /* data slots; slot nslots is the control slot */
+  size_t exact_max; /* messages shorter than this carry their exact length */
+
+  /* Operations in progress. */
+  uint32_t seq;                     /* operations started so far */
+  struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
+  struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
+  int nactive;
+  int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
+  uint32_t check_seq; /* argument checks run so far (control tags) */
+
+  /* Failure: a broken context runs nothing; the reason is every later call's detail. */
+  int broken;
+  char broken_reason[512];
+  mpiar__notice_t notice_out;  /* sent to every rank when this rank fails */
+  MPI_Request *zombies;        /* requests of failed operations still in flight */
+  size_t nzombies, zombie_cap;
+  mpiar__held_t *held;
+  int nheld;
+  uint64_t progress_count;   /* steps completed on this context (any request) */
+  double suspect_time;       /* when a held message first contradicted its operation (0: none) */
+  uint64_t suspect_progress; /* progress_count then */
+  MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
+  MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
+  struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */
+
+  /* Plan cache. */
+  mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
+  mpiar__plan_t *lru_head, *lru_tail;
   int nplans;
-  void *scratch;
-  size_t scratch_bytes;
-  /* Choices already reported under MPIAR_DEBUG=1 (small ring of recent ones). */
+  /* The last automatic choice, so that a loop of same-size calls skips the cost model. */
+  struct {
+    int valid;
+    size_t bytes, elem_size;
+    int reproducible;
+    mpiar_dtype_t dtype;
+    const mpiar__algorithm_t *alg;
+    size_t segment_bytes;
+  } last_choice;
+  /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
     const void *builder;
     size_t segment_elems;
     size_t bytes_bucket;
   } reported[16];
   int nreported;
-  /* The last automatic choice, so that a loop of same-size calls skips the cost model. */
-  struct {
-    int valid;
-    size_t bytes, elem_size;
-    const mpiar__algorithm_t *alg;
-    size_t segment_bytes;
-  } last_choice;
-  struct mpiar__context *live_next, *live_prev; /* list of live contexts */
+  struct mpiar__context *live_next, *live_prev;
 } mpiar__context_t;
 
+/* Request states. */
+enum {
+  MPIAR__REQ_INACTIVE = 0, /* persistent, not started (or finished) */
+  MPIAR__REQ_ACTIVE,
+  MPIAR__REQ_DONE /* nonpersistent, finished, not yet collected by test/wait */
+};
+
+/* Receive piece states. */
+enum { PIECE_WAIT = 0, PIECE_POSTED, PIECE_PROBING, PIECE_DONE };
+
+#define MPIAR__REQUEST_MAGIC 0x6d706172u /* "mpar" */
+
+/* A generalized request (the kvstore's async pushpull): poll advances it and, once it is done,
+ * sets *done and returns its result; free releases its state after it is collected. */
+typedef int (*mpiar__gpoll_fn)(void *state, int *done);
+typedef void (*mpiar__gfree_fn)(void *state);
+
+struct mpiar_request {
+  uint32_t magic;
+  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
+  mpiar__gfree_fn gfree;
+  void *gstate;
+  mpiar__context_t *ctx;
+  mpiar__plan_t *plan;
+  int persistent;
+  int tainted; /* failed with messages in flight: freed only with the context */
+  int state;
+  int rc;                 /* the result once finished */
+  char detail[512];       /* its detail */
+  mpiar_dtype_t dtype;
+  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
+  int average;            /* final reductions divide by the rank count */
+  const void *in;         /* user buffers */
+  void *out;
+  char *base[MPIAR__BUF_COUNT];
+  void *scratch;
+  long timeout_ms;        /* 0: no deadline */
+  double deadline;
+  int check;              /* run the argument agreement first */
+  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
+  int priority;           /* higher starts first when the kvstore queues requests */
+  uint32_t seq;
+  int slot;
+  int tag_base;           /* slot << (size bits + step bits) */
+
+  /* Per-run working state (allocated with the request, sized by the plan). */
+  uint32_t *pending;      /* per step: dependencies not yet complete */
+  uint32_t *ready;        /* communication queue, then computation queue */
+  uint32_t *piece_left;   /* per step: pieces not yet complete */
+  uint8_t *piece_state;   /* per piece: PIECE_* (receives) */
+  uint32_t *probing;      /* receive pieces waiting for MPI_Improbe */
+  size_t nprobing;
+  MPI_Request *mpireq;    /* outstanding MPI requests, compact */
+  uint32_t *mpireq_piece; /* piece of each */
+  int *done_idx;
+  MPI_Status *statuses;
+  size_t nmpireq;
+  size_t comm_head, comm_tail, comp_head, comp_tail;
+  size_t done;
+  unsigned polls;         /* passes since the clock was last read */
+  unsigned tests;         /* test calls (the scan cadence of test loops) */
+
+  /* The argument check's state (control messages): per field, the smallest value and the
+   * lowest rank holding it (entries 2f, 2f + 1), the largest and its rank (16 + 2f, 17 + 2f). */
+  int check_round, check_rounds;
+  int check_sent, check_recvd;
+  int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
+  uint64_t check_acc[32], check_send[32], check_in[32];
+  MPI_Request check_req;
+
+  struct mpiar_request *anext, *aprev; /* context's active list (or its tainted list) */
+  struct mpiar_request *next;          /* plan's spare list */
+};
+typedef struct mpiar_request mpiar__request_t;
+
 /*
- * Largest MPI message in bytes; longer steps are split into several messages with the same tag.
- * A variable, not a constant, so that tests can lower it and exercise the split with small data.
+ * Largest MPI message in bytes; longer steps are split into several messages. A variable, not a
+ * constant, so that tests can lower it and exercise the split with small data. A plan keeps the
+ * value it was built with.
  */
 extern size_t mpiar__max_message_bytes;
+
+/* Plans built in this process so far (tests check that a cache hit builds nothing). */
+extern size_t mpiar__plans_built;
+
+/* Requests allocated in this process so far (tests check that persistent starts allocate none). */
+extern size_t mpiar__requests_allocated;
+
+/* Requests allocated and not yet freed (tests check that nothing leaks). */
+extern long mpiar__requests_live;
+
+/* Free a request's memory (every request is freed through this). */
+void mpiar__request_free_mem(mpiar__request_t *r);
+
+/* ---- context.c ---- */
 
 /* Check that MPI is initialised and not finalised. */
 int mpiar__check_mpi_state(void);
 
 /*
- * The context of @p comm, created on first use (collective over @p comm: it duplicates it).
- * Fails with MPIAR_ERR_COMM for MPI_COMM_NULL or an intercommunicator.
+ * Check a communicator handle without letting MPI abort on a bad one (MPICH raises an invalid
+ * handle on MPI_COMM_WORLD's handler): MPIAR_ERR_COMM for an invalid handle or an
+ * intercommunicator.
  */
-int mpiar__context_get(MPI_Comm comm, mpiar__context_t **ctx);
+int mpiar__check_comm(MPI_Comm comm);
+
+/*
+ * The context of @p comm, created on first use (collective over @p comm), with @p timeout_ms
+ * (0: none) bounding the wait for the other ranks. Fails with MPIAR_ERR_COMM for MPI_COMM_NULL,
+ * an intercommunicator or an invalid handle, MPIAR_ERR_COMM_BROKEN for a broken context.
+ * On success the calling thread has entered the context (mpiar__context_leave() releases it).
+ */
+int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx);
+
+/* Enter a context known from a request (MPIAR_ERR_CONCURRENT if another thread is inside). */
+int mpiar__context_enter_ctx(mpiar__context_t *ctx);
+void mpiar__context_leave(mpiar__context_t *ctx);
+
+/* Drop a reference; the context is freed when the last one goes. */
+void mpiar__context_unref(mpiar__context_t *ctx);
 
 /* Number of live contexts in this process (for tests of the release path). */
 int mpiar__live_contexts(void);
 
-/* Mark the context broken with a reason; later calls fail with MPIAR_ERR_COMM_BROKEN. */
-void mpiar__context_break(mpiar__context_t *ctx, const char *reason);
-
 /*
- * Find or build the plan for @p key. On a miss, builds the schedule with @p build, finalizes it,
- * allocates the executor's arrays and grows the context's scratch.
+ * Break the context: every active request fails with @p code and @p reason (the request whose
+ * failure broke it has failed already, with its own code), this rank's in-flight messages become
+ * zombies (drained when the context is released), and, when @p notify, every other rank is sent
+ * a failure notice.
  */
+void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, int notify);
+
+/* Keep an MPI request of a failed operation until the context is released. */
+void mpiar__context_zombie(mpiar__context_t *ctx, MPI_Request req);
+
+/* The wait policy: called after every pass that made no progress. */
+void mpiar__idle(mpiar__context_t *ctx, unsigned idle);
+
+/* ---- plan.c ---- */
+
+/* Find or build the plan for @p key. */
 int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
                     mpiar__builder_fn build, mpiar__plan_t **plan);
-
-/* Plans built in this process so far (tests check that a cache hit builds nothing). */
-extern size_t mpiar__plans_built;
-
-/* Free one plan. */
 void mpiar__plan_free(mpiar__plan_t *plan);
-
-/* Free every plan of a context. */
 void mpiar__plans_free_all(mpiar__context_t *ctx);
 
+/* ---- request.c ---- */
+
+/* A request for @p plan (a spare one, or a new one): inactive, holding a plan and context ref. */
+int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__request_t **out);
+
+/* Give a request back (to its plan's spares or to free()), dropping its references. */
+void mpiar__request_release(mpiar__request_t *req);
+
+/* Start an inactive request: assign a slot, reset the run state, post the first steps. */
+int mpiar__request_start(mpiar__request_t *req);
+
+/* Make an active generalized request (completed through test/wait like the others). */
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out);
+
+/* Wait for a started request (inside its context) and collect its result. */
+int mpiar__wait_one(mpiar_request_t *req);
+
+/* ---- executor.c ---- */
+
 /*
- * Run a plan. @p in and @p out are the INPUT and OUTPUT buffers (the same pointer in place).
- * @p timeout_ms bounds the call (0 = no deadline). On a deadline or MPI failure the
- * context is marked broken and the error detail names the rank, algorithm, step and peer.
+ * One progress pass over every active request of the context. Sets *progressed when anything
+ * moved. Requests that finish are unlinked and marked done (their rc set).
  */
-int mpiar__execute(mpiar__context_t *ctx, mpiar__plan_t *plan, const void *in, void *out,
-                   mpiar_dtype_t dtype, mpiar_op_t op, long timeout_ms);
+void mpiar__progress(mpiar__context_t *ctx, int *progressed);
+
+/* Abandon a failed request (cancel receives, keep sends as zombies) and record its result. */
+void mpiar__request_fail(mpiar__request_t *req, int code, const char *detail);
+
+/* Reset the run state of a started request and make its first steps ready. */
+void mpiar__request_begin(mpiar__request_t *req);
+
+/* Set up the argument check of a started request (from req->signature). */
+void mpiar__check_init(mpiar__request_t *req);
+
+/* Receive and discard a matched message (drain, mismatch). */
+void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes);
+
+/* Look at unexpected messages (when idle): notices, mismatched lengths, early messages. */
+void mpiar__scan(mpiar__context_t *ctx);
+
+/* ---- collectives.c ---- */
+
+/* An allreduce of the library's own on a context (its context creation), with a deadline. */
+int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
+                              mpiar_op_t op, long timeout_ms);
+
+/* ---- select.c ---- */
 
 /* The selector: per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then built-in. */
-int mpiar__select(const char *requested, size_t requested_segment_bytes, size_t bytes,
-                  size_t elem_size, int nranks, const mpiar__algorithm_t **alg,
-                  size_t *segment_bytes);
+int mpiar__select(const mpiar__settings_t *set, const char *requested,
+                  size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
+                  const mpiar__algorithm_t **alg, size_t *segment_bytes);
+
+/* The automatic choice in reproducible mode: the cheapest reproducible replacement. */
+void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
+                                const mpiar__algorithm_t **alg, size_t *segment_bytes);
 
 /* Broadcast selection: per-call name, else the cheapest under the cost model. */
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,
                         const mpiar__algorithm_t **alg);
 
-/* Deadline in ms from the per-call value (0 = environment, < 0 = none). 0 in *ms means none. */
-int mpiar__timeout_ms(int per_call, long *ms);
+/* Check MPIAR_ALGORITHM against the registry (every call does, whatever its options). */
+int mpiar__check_env_algorithm(const mpiar__settings_t *set);
+
+/* ---- progress.c ---- */
+
+/* Start the progress thread if MPIAR_PROGRESS=thread (once per process). */
+int mpiar__progress_thread_start(void);
+/* Stop it (MPI_Finalize). */
+void mpiar__progress_thread_stop(void);
+int mpiar__progress_thread_running(void);
+/* Tell the progress thread that something moved (it then stays awake). */
+void mpiar__progress_note(void);
+
+/* Walk the live contexts under their list lock (the progress thread). */
+void mpiar__contexts_progress_all(void);
 
 #endif /* MPIAR_CONTEXT_H */

@@ -1,8 +1,10 @@
 /*
- * Plan cache. A plan is a built, finalized schedule plus every array the executor needs, so a
- * cache hit allocates nothing and builds nothing. Plans are found through a hash of their key
- * and kept in a recency list, so that beyond MPIAR__PLAN_CACHE_MAX the least recently used one
- * is freed.
+ * Plan cache. A plan is a built, finalized schedule plus what the executor derives from it once:
+ * the message pieces with their tags, the dependency counts and the steps that start a run. Plans
+ * are immutable after building and shared by every request that runs them; each plan also keeps a
+ * few finished requests for reuse, so a cache hit allocates nothing and builds nothing. Plans are
+ * found through a hash of their key and kept in a recency list; beyond MPIAR__PLAN_CACHE_MAX the
+ * least recently used plan that no request holds is freed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,9 @@
 
 size_t mpiar__plans_built;
 int mpiar__plan_cache_max = MPIAR__PLAN_CACHE_MAX;
+
+/* The largest schedule a plan may hold (steps of one rank): bounds memory and build time. */
+#define MPIAR__PLAN_MAX_STEPS ((size_t)1 << 24)
 
 static int key_equal(const mpiar__plan_key_t *a, const mpiar__plan_key_t *b) {
   return a->coll == b->coll && a->count == b->count && a->elem_size == b->elem_size &&
@@ -23,22 +28,65 @@ void mpiar__plan_free(mpiar__plan_t *plan) {
   if (plan == NULL) {
     return;
   }
+  while (plan->spare != NULL) {
+    mpiar__request_t *r = plan->spare;
+    plan->spare = r->next;
+    mpiar__request_free_mem(r);
+  }
   mpiar__schedule_destroy(&plan->sched);
-  free(plan->pending);
-  free(plan->ready);
+  free(plan->ndeps);
+  free(plan->start);
   free(plan->piece_first);
-  free(plan->piece_left);
-  free(plan->active);
-  free(plan->active_step);
-  free(plan->done_idx);
-  free(plan->statuses);
+  free(plan->pieces);
   free(plan);
 }
 
-/* Number of MPI messages a step of `bytes` bytes is sent as (at least one, even when empty). */
-static size_t pieces_of(size_t bytes) {
+/* The pieces of every SEND and RECV step, with their tags (step tag | size field). */
+static int plan_pieces(const mpiar__context_t *ctx, mpiar__plan_t *plan) {
+  const mpiar__schedule_t *s = &plan->sched;
   size_t max = mpiar__max_message_bytes;
-  return bytes <= max ? 1 : (bytes + max - 1) / max;
+  size_t n = 0;
+  for (size_t i = 0; i < s->nsteps; i++) {
+    const mpiar__step_t *st = &s->steps[i];
+    if (st->kind == MPIAR__STEP_SEND || st->kind == MPIAR__STEP_RECV) {
+      size_t bytes = st->count * s->elem_size;
+      n += bytes <= max ? 1 : (bytes + max - 1) / max;
+    }
+  }
+  if (n >= UINT32_MAX) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "%s: %zu messages per rank is more than a plan holds",
+                        plan->name, n);
+  }
+  plan->pieces = malloc((n + 1) * sizeof *plan->pieces);
+  plan->piece_first = malloc((s->nsteps + 1) * sizeof *plan->piece_first);
+  if (plan->pieces == NULL || plan->piece_first == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate %zu message pieces", n);
+  }
+  size_t k = 0;
+  size_t large = ctx->exact_max; /* the size field's value that means "probe for the length" */
+  for (size_t i = 0; i < s->nsteps; i++) {
+    plan->piece_first[i] = (uint32_t)k;
+    const mpiar__step_t *st = &s->steps[i];
+    if (st->kind != MPIAR__STEP_SEND && st->kind != MPIAR__STEP_RECV) {
+      continue;
+    }
+    size_t bytes = st->count * s->elem_size;
+    size_t off = 0;
+    do {
+      size_t len = bytes - off < max ? bytes - off : max;
+      mpiar__piece_t *p = &plan->pieces[k++];
+      p->step = (uint32_t)i;
+      p->off = off;
+      p->len = len;
+      p->exact = len < ctx->exact_max;
+      size_t field = p->exact ? len : large;
+      p->tag = (int)((field << MPIAR__TAG_BITS) | (size_t)st->tag);
+      off += len;
+    } while (off < bytes);
+  }
+  plan->piece_first[s->nsteps] = (uint32_t)k;
+  plan->npieces = k;
+  return MPIAR_SUCCESS;
 }
 
 static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
@@ -53,49 +101,28 @@ static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const
   mpiar__schedule_init(&plan->sched, ctx->rank, ctx->size, key->count, key->elem_size,
                        key->in_place, name, key->segment_elems);
   plan->sched.root = key->root;
+  plan->sched.max_steps = MPIAR__PLAN_MAX_STEPS;
   MPIAR__CHECK(build(&plan->sched));
   MPIAR__CHECK(mpiar__schedule_finalize(&plan->sched));
 
   const mpiar__schedule_t *s = &plan->sched;
   size_t n = s->nsteps;
-  plan->pending = malloc((n + 1) * sizeof *plan->pending);
-  plan->ready = malloc((2 * n + 1) * sizeof *plan->ready);
-  plan->piece_first = malloc((n + 1) * sizeof *plan->piece_first);
-  plan->piece_left = malloc((n + 1) * sizeof *plan->piece_left);
-  if (!plan->pending || !plan->ready || !plan->piece_first || !plan->piece_left) {
+  plan->ndeps = malloc((n + 1) * sizeof *plan->ndeps);
+  plan->start = malloc((n + 1) * sizeof *plan->start);
+  if (plan->ndeps == NULL || plan->start == NULL) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "cannot allocate the executor state of a %zu-step plan", n);
   }
-  size_t pieces = 0;
   for (size_t i = 0; i < n; i++) {
-    plan->piece_first[i] = (uint32_t)pieces;
-    const mpiar__step_t *st = &s->steps[i];
-    if (st->kind == MPIAR__STEP_SEND || st->kind == MPIAR__STEP_RECV) {
-      pieces += pieces_of(st->count * s->elem_size);
+    plan->ndeps[i] = s->steps[i].ndeps;
+    if (s->steps[i].ndeps == 0) {
+      plan->start[plan->nstart++] = (uint32_t)i;
     }
   }
-  plan->piece_first[n] = (uint32_t)pieces;
-  plan->npieces = pieces;
-  plan->active = malloc((pieces + 1) * sizeof *plan->active);
-  plan->active_step = malloc((pieces + 1) * sizeof *plan->active_step);
-  plan->done_idx = malloc((pieces + 1) * sizeof *plan->done_idx);
-  plan->statuses = malloc((pieces + 1) * sizeof *plan->statuses);
-  if (!plan->active || !plan->active_step || !plan->done_idx || !plan->statuses) {
-    MPIAR__FAIL(MPIAR_ERR_NOMEM, "cannot allocate %zu request slots", pieces);
-  }
-
-  size_t scratch = s->scratch_elems * s->elem_size;
-  if (scratch > ctx->scratch_bytes) {
-    void *p = NULL;
-    /* 64-byte alignment keeps the vector kernels on full cache lines. */
-    size_t rounded = (scratch + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, rounded) != 0) {
-      MPIAR__FAIL(MPIAR_ERR_NOMEM, "cannot allocate %zu bytes of scratch", scratch);
-    }
-    free(ctx->scratch);
-    ctx->scratch = p;
-    ctx->scratch_bytes = rounded;
-  }
-  if (getenv("MPIAR_DEBUG_SCHEDULE") != NULL && strcmp(getenv("MPIAR_DEBUG_SCHEDULE"), "1") == 0) {
+  MPIAR__CHECK(plan_pieces(ctx, plan));
+  plan->scratch_bytes = s->scratch_elems * s->elem_size;
+  const mpiar__settings_t *set = NULL;
+  mpiar__settings(&set);
+  if (set->debug_schedule) {
     fprintf(stderr, "mpiar: rank %d schedule %s, %zu elements of %zu bytes\n", ctx->rank, name,
             key->count, key->elem_size);
     mpiar__schedule_print(s, stderr);
@@ -159,8 +186,15 @@ static void plan_evict(mpiar__context_t *ctx, mpiar__plan_t *victim) {
 }
 
 void mpiar__plans_free_all(mpiar__context_t *ctx) {
-  while (ctx->lru_tail != NULL) {
-    plan_evict(ctx, ctx->lru_tail);
+  /* Plans still held by requests (persistent ones the user has not freed) stay: the requests
+   * free them with the context. */
+  mpiar__plan_t *p = ctx->lru_tail;
+  while (p != NULL) {
+    mpiar__plan_t *prev = p->lru_prev;
+    if (p->refs == 0) {
+      plan_evict(ctx, p);
+    }
+    p = prev;
   }
 }
 
@@ -188,9 +222,14 @@ int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const c
   fresh->hnext = *bucket;
   *bucket = fresh;
   lru_push_front(ctx, fresh);
-  while (ctx->nplans > mpiar__plan_cache_max && ctx->lru_tail != fresh) {
-    /* Drop the least recently used plans (the scratch stays: it is sized for the largest). */
-    plan_evict(ctx, ctx->lru_tail);
+  /* Drop the least recently used plans that no request holds. */
+  mpiar__plan_t *p = ctx->lru_tail;
+  while (ctx->nplans > mpiar__plan_cache_max && p != NULL && p != fresh) {
+    mpiar__plan_t *prev = p->lru_prev;
+    if (p->refs == 0) {
+      plan_evict(ctx, p);
+    }
+    p = prev;
   }
   *plan = fresh;
   return MPIAR_SUCCESS;

@@ -2,10 +2,9 @@
  * Algorithm selection. Precedence: the per-call option, then MPIAR_ALGORITHM (and
  * MPIAR_SEGMENT_BYTES), then the built-in choice, which is the cheapest algorithm (and segment
  * size) under the alpha-beta-gamma cost model with parameters measured on a shared-memory node.
- * The environment is read once per process, at the first call.
  */
 #include <math.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,43 +32,40 @@ static const mpiar__cost_params_t builtin_params = {
  */
 static const size_t segment_candidates[] = {0, 4 << 20};
 
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-static int env_rc;
-static char env_detail[256];
-static const mpiar__algorithm_t *env_alg; /* NULL: auto */
-static size_t env_segment;                /* 0: not set */
-static long env_timeout_ms;               /* 0: none */
-
-static void read_env(void) {
-  const char *name = getenv("MPIAR_ALGORITHM");
-  if (name != NULL && *name != '\0' && strcmp(name, "auto") != 0) {
-    env_alg = mpiar__algorithm_find(name);
-    if (env_alg == NULL) {
-      env_rc = mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM,
-                            "MPIAR_ALGORITHM='%s' is not an algorithm (ring, rabenseifner, "
-                            "recursive_doubling or auto)",
-                            name);
-    }
+/*
+ * MPIAR_ALGORITHM against the registry, checked by every call whatever its options, so that a
+ * misspelt name is an error everywhere and not only where it would have been used.
+ */
+int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
+  if (MPIAR__LIKELY(set->algorithm[0] == '\0') || mpiar__algorithm_find(set->algorithm) != NULL) {
+    return MPIAR_SUCCESS;
   }
-  if (env_rc == MPIAR_SUCCESS) {
-    env_rc = mpiar__env_size("MPIAR_SEGMENT_BYTES", 0, &env_segment);
+  char names[256] = "";
+  for (int i = 0; i < mpiar__algorithm_count; i++) {
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s, ", mpiar__algorithms[i].name);
   }
-  if (env_rc == MPIAR_SUCCESS) {
-    env_rc = mpiar__env_int("MPIAR_TIMEOUT_MS", 0, 0, 1L << 30, &env_timeout_ms);
-  }
-  if (env_rc != MPIAR_SUCCESS) {
-    strncpy(env_detail, mpiar_last_error(), sizeof env_detail - 1);
-  }
+  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM,
+                      "MPIAR_ALGORITHM='%s' is not an algorithm (%sor auto)", set->algorithm,
+                      names);
 }
 
-/* The cheapest registry entry for (bytes, p) under the model, with its best segment size. */
-static void model_choice(size_t bytes, size_t elem_size, int nranks, const mpiar__algorithm_t **alg,
+/*
+ * The cheapest registry entry for (bytes, p) under the model, with its best segment size. With
+ * @p reproducible, each entry is costed as the algorithm that would run in its place (its
+ * reproducible replacement for @p dtype), and that replacement is the choice.
+ */
+static void model_choice(size_t bytes, size_t elem_size, int nranks, int reproducible,
+                         mpiar_dtype_t dtype, const mpiar__algorithm_t **alg,
                          size_t *segment_bytes) {
   double best = INFINITY;
   *alg = &mpiar__algorithms[0];
   *segment_bytes = 0;
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__algorithms[i];
+    if (reproducible) {
+      a = mpiar__algorithm_reproducible(a, nranks, dtype);
+    }
     size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED)
                       ? sizeof segment_candidates / sizeof segment_candidates[0]
                       : 1;
@@ -86,30 +82,47 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks, const mpiar
   }
 }
 
-int mpiar__select(const char *requested, size_t requested_segment_bytes, size_t bytes,
-                  size_t elem_size, int nranks, const mpiar__algorithm_t **alg,
-                  size_t *segment_bytes) {
-  pthread_once(&env_once, read_env);
+void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
+                                const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+  model_choice(bytes, mpiar_dtype_size(dtype), nranks, 1, dtype, alg, segment_bytes);
+}
+
+static int unknown(const char *requested) {
+  char names[256] = "";
+  for (int i = 0; i < mpiar__algorithm_count; i++) {
+    size_t used = strlen(names);
+    snprintf(names + used, sizeof names - used, "%s, ", mpiar__algorithms[i].name);
+  }
+  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "unknown algorithm '%s' (%sor auto)", requested,
+                      names);
+}
+
+int mpiar__select(const mpiar__settings_t *set, const char *requested,
+                  size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
+                  const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+  size_t env_segment = set->segment_bytes;
+  if (requested_segment_bytes != 0 && requested_segment_bytes < MPIAR__SEGMENT_MIN) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "segment_bytes %zu is below the minimum of %zu bytes (0 = automatic)",
+                        requested_segment_bytes, MPIAR__SEGMENT_MIN);
+  }
   if (requested != NULL && strcmp(requested, "auto") != 0) {
     *alg = mpiar__algorithm_find(requested);
     if (*alg == NULL) {
-      return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM,
-                          "unknown algorithm '%s' (ring, rabenseifner, recursive_doubling or "
-                          "auto)",
-                          requested);
+      return unknown(requested);
     }
     *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
     return MPIAR_SUCCESS;
   }
-  if (env_rc != MPIAR_SUCCESS) {
-    return mpiar__error(env_rc, "%s", env_detail);
-  }
-  if (env_alg != NULL) {
-    *alg = env_alg;
+  if (set->algorithm[0] != '\0') {
+    *alg = mpiar__algorithm_find(set->algorithm);
+    if (*alg == NULL) {
+      return mpiar__check_env_algorithm(set);
+    }
     *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
     return MPIAR_SUCCESS;
   }
-  model_choice(bytes, elem_size, nranks, alg, segment_bytes);
+  model_choice(bytes, elem_size, nranks, 0, MPIAR_FLOAT32, alg, segment_bytes);
   if (requested_segment_bytes) {
     *segment_bytes = requested_segment_bytes;
   } else if (env_segment && ((*alg)->flags & MPIAR__ALG_SEGMENTED)) {
@@ -126,31 +139,22 @@ int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segme
   if (nranks < 1 || algorithm == NULL || segment_bytes == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_select needs nranks >= 1 and two results");
   }
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings(&set);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__check_env_algorithm(set);
+  }
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
   const mpiar__algorithm_t *alg = NULL;
   size_t seg = 0;
-  int rc = mpiar__select(NULL, 0, bytes, 1, nranks, &alg, &seg);
+  rc = mpiar__select(set, NULL, 0, bytes, 1, nranks, &alg, &seg);
   if (rc == MPIAR_SUCCESS) {
     *algorithm = alg->name;
     *segment_bytes = seg;
   }
   return rc;
-}
-
-int mpiar__timeout_ms(int per_call, long *ms) {
-  if (per_call > 0) {
-    *ms = per_call;
-    return MPIAR_SUCCESS;
-  }
-  if (per_call < 0) {
-    *ms = 0;
-    return MPIAR_SUCCESS;
-  }
-  pthread_once(&env_once, read_env);
-  if (env_rc != MPIAR_SUCCESS) {
-    return mpiar__error(env_rc, "%s", env_detail);
-  }
-  *ms = env_timeout_ms;
-  return MPIAR_SUCCESS;
 }
 
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,

@@ -19,7 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/common.h"
+#include "base/common.h"
+#include "base/settings.h"
 #include "interpose/interpose.h"
 
 #define MPIAR_PMPI_EXPORT __attribute__((visibility("default")))
@@ -31,15 +32,39 @@ static atomic_int mpi_finalized;
 /* Set while this thread is inside mpiar, so that a nested MPI_Allreduce goes straight to MPI. */
 static _Thread_local int in_mpiar;
 
+/* Whether the MPI library accepts a pair outside the standard: 0 not asked yet, 1 yes, 2 no. */
+static atomic_int probe_cache[MPIAR__PMPI_PROBE_SLOTS];
+
+/*
+ * Scratch of the logical operations (one 0/1 byte per element), one buffer per thread, kept from
+ * call to call so that a steady state allocates nothing; it only grows. Every buffer is listed
+ * so that MPI_Finalize frees them all, whichever threads made them; a thread's pointer is valid
+ * only while its generation is the current one.
+ */
+typedef struct flag_buffer {
+  unsigned char *data;
+  size_t capacity;
+  struct flag_buffer *next;
+} flag_buffer_t;
+static pthread_mutex_t flag_buffers_lock = PTHREAD_MUTEX_INITIALIZER;
+static flag_buffer_t *flag_buffers;
+static atomic_uint flag_generation = 1;
+static _Thread_local flag_buffer_t *my_flags;
+static _Thread_local unsigned my_flags_generation;
+
+/* Buffers grow in steps of this many bytes, so that slowly growing counts rarely reallocate. */
+#define FLAG_BUFFER_STEP ((size_t)64 << 10)
+
 static void read_config(void) {
-  long value = 1;
-  if (mpiar__env_int("MPIAR_PMPI", 1, 0, 1, &value) != MPIAR_SUCCESS) {
+  const mpiar__settings_t *set = NULL;
+  if (mpiar__settings(&set) != MPIAR_SUCCESS) {
     /* The program cannot see an error here, and guessing is worse than MPI's own allreduce. */
     fprintf(stderr, "mpiar_pmpi: %s; MPI_Allreduce passes through to MPI\n", mpiar_last_error());
-    value = 0;
+    enabled = 0;
+  } else {
+    enabled = set->pmpi;
   }
-  enabled = (int)value;
-  mpiar__pmpi_stats_configure(getenv("MPIAR_PMPI_STATS"));
+  mpiar__pmpi_stats_configure(set->pmpi_stats[0] != '\0' ? set->pmpi_stats : NULL);
 }
 
 /* @return 1 once MPI is initialized and not yet finalized (cached after the first success). */
@@ -59,6 +84,72 @@ static int mpi_usable(void) {
   }
   atomic_store_explicit(&mpi_initialized, 1, memory_order_relaxed);
   return 1;
+}
+
+/*
+ * Ask the MPI library once whether it reduces (datatype, op): a one-element PMPI_Allreduce on a
+ * communicator of this process alone, whose errors are returned. It involves no other rank, and
+ * every rank gets the same answer from the same library, so all take the same path.
+ */
+static int mpi_accepts(MPI_Datatype datatype, MPI_Op op, int slot) {
+  int known = atomic_load_explicit(&probe_cache[slot], memory_order_relaxed);
+  if (known != 0) {
+    return known == 1;
+  }
+  int accepted = 0;
+  MPI_Comm self = MPI_COMM_NULL;
+  /* A split (unlike a duplicate) copies no attributes of the program's. */
+  if (PMPI_Comm_split(MPI_COMM_SELF, 0, 0, &self) == MPI_SUCCESS) {
+    PMPI_Comm_set_errhandler(self, MPI_ERRORS_RETURN);
+    unsigned char in[16] = {0};
+    unsigned char out[16];
+    accepted = PMPI_Allreduce(in, out, 1, datatype, op, self) == MPI_SUCCESS;
+    PMPI_Comm_free(&self);
+  }
+  atomic_store_explicit(&probe_cache[slot], accepted ? 1 : 2, memory_order_relaxed);
+  return accepted;
+}
+
+/* This thread's flag buffer, with room for `bytes`; NULL without memory. */
+static unsigned char *flag_scratch(size_t bytes) {
+  unsigned gen = atomic_load_explicit(&flag_generation, memory_order_acquire);
+  if (my_flags == NULL || my_flags_generation != gen) {
+    flag_buffer_t *b = calloc(1, sizeof *b);
+    if (b == NULL) {
+      return NULL;
+    }
+    pthread_mutex_lock(&flag_buffers_lock);
+    b->next = flag_buffers;
+    flag_buffers = b;
+    pthread_mutex_unlock(&flag_buffers_lock);
+    my_flags = b;
+    my_flags_generation = gen;
+  }
+  if (my_flags->capacity < bytes) {
+    size_t cap = (bytes + FLAG_BUFFER_STEP - 1) / FLAG_BUFFER_STEP * FLAG_BUFFER_STEP;
+    unsigned char *d = malloc(cap);
+    if (d == NULL) {
+      return NULL;
+    }
+    free(my_flags->data);
+    my_flags->data = d;
+    my_flags->capacity = cap;
+  }
+  return my_flags->data;
+}
+
+/* At MPI_Finalize: every thread's flag buffer, and the pointers to them become stale. */
+static void free_flag_buffers(void) {
+  pthread_mutex_lock(&flag_buffers_lock);
+  atomic_fetch_add_explicit(&flag_generation, 1, memory_order_release);
+  while (flag_buffers != NULL) {
+    flag_buffer_t *b = flag_buffers;
+    flag_buffers = b->next;
+    free(b->data);
+    free(b);
+  }
+  pthread_mutex_unlock(&flag_buffers_lock);
+  my_flags = NULL;
 }
 
 /*
@@ -87,6 +178,9 @@ static int classify(const void *sendbuf, const void *recvbuf, int64_t count, MPI
   if (reason >= 0) {
     return reason;
   }
+  if (call->probe_slot >= 0 && !mpi_accepts(datatype, op, call->probe_slot)) {
+    return MPIAR__PMPI_FB_DATATYPE_OP;
+  }
   if ((uint64_t)count > SIZE_MAX / call->user_size) {
     return MPIAR__PMPI_FB_COUNT;
   }
@@ -110,7 +204,7 @@ static int classify(const void *sendbuf, const void *recvbuf, int64_t count, MPI
  * MPI_LAND, MPI_LOR and MPI_LXOR: reduce one 0/1 byte per element with BAND, BOR or BXOR (which
  * agree with the logical operations on 0 and 1) and write the 0/1 result as the user's integer
  * type. The user's receive buffer is written only after the reduction succeeded, so a failure
- * leaves it as it was, in place or not.
+ * leaves it as it was, in place or not. The bytes live in this thread's flag buffer.
  */
 static int logical_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                              const mpiar__pmpi_call_t *call, MPI_Comm comm, int nranks,
@@ -123,7 +217,7 @@ static int logical_allreduce(const void *sendbuf, void *recvbuf, size_t count,
                               opts);
   }
   const void *src = (sendbuf == MPI_IN_PLACE) ? recvbuf : sendbuf;
-  unsigned char *flags = malloc(count > 0 ? count : 1);
+  unsigned char *flags = flag_scratch(count > 0 ? count : 1);
   if (flags == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "%zu bytes for a logical reduction", count);
   }
@@ -132,7 +226,6 @@ static int logical_allreduce(const void *sendbuf, void *recvbuf, size_t count,
   if (rc == MPIAR_SUCCESS) {
     mpiar__pmpi_from_flags(recvbuf, flags, count, call->user_size);
   }
-  free(flags);
   return rc;
 }
 
@@ -234,5 +327,7 @@ MPIAR_PMPI_EXPORT int MPI_Finalize(void) {
     mpiar__pmpi_stats_report();
   }
   atomic_store_explicit(&mpi_finalized, 1, memory_order_relaxed);
-  return PMPI_Finalize();
+  int rc = PMPI_Finalize();
+  free_flag_buffers();
+  return rc;
 }

@@ -14,16 +14,16 @@
  * Why a call was handed to PMPI_Allreduce: X(NAME, "name printed in the statistics").
  * The checks run in this order; the first that applies names the reason.
  */
-#define MPIAR__PMPI_FALLBACK_MAP(X)                                                         \
-  X(DISABLED, "disabled")       /* MPIAR_PMPI=0 (or malformed) */                           \
-  X(MPI_STATE, "mpi-state")     /* MPI not initialized, or already finalized */             \
-  X(NESTED, "nested")           /* MPI_Allreduce called from inside mpiar on this thread */ \
-  X(COUNT, "count")             /* negative count, or a byte size that does not fit */      \
-  X(COMM, "comm")               /* MPI_COMM_NULL or a communicator MPI rejects */           \
-  X(OP, "op")                   /* MAXLOC/MINLOC, user-defined ops, MPI_OP_NULL, ... */     \
-  X(DATATYPE, "datatype")       /* derived types, types with no mpiar equivalent */         \
-  X(DATATYPE_OP, "datatype-op") /* a pair the MPI standard does not define */               \
-  X(BUFFER, "buffer")           /* NULL or aliased buffers: MPI reports these itself */     \
+#define MPIAR__PMPI_FALLBACK_MAP(X)                                                           \
+  X(DISABLED, "disabled")       /* MPIAR_PMPI=0 (or malformed) */                             \
+  X(MPI_STATE, "mpi-state")     /* MPI not initialized, or already finalized */               \
+  X(NESTED, "nested")           /* MPI_Allreduce called from inside mpiar on this thread */   \
+  X(COUNT, "count")             /* negative count, or a byte size that does not fit */        \
+  X(COMM, "comm")               /* MPI_COMM_NULL or a communicator MPI rejects */             \
+  X(OP, "op")                   /* MAXLOC/MINLOC, user-defined ops, MPI_OP_NULL, ... */       \
+  X(DATATYPE, "datatype")       /* derived types, types with no mpiar equivalent */           \
+  X(DATATYPE_OP, "datatype-op") /* a pair neither the standard nor the MPI library defines */ \
+  X(BUFFER, "buffer")           /* NULL or aliased buffers: MPI reports these itself */       \
   X(INTERCOMM, "intercomm")     /* intercommunicators */
 
 typedef enum mpiar__pmpi_fallback {
@@ -47,12 +47,18 @@ typedef struct mpiar__pmpi_call {
   size_t scale;        /* wire elements per user element */
   size_t user_size;    /* bytes of one user element */
   int logical;         /* 1: normalise to 0/1 bytes first */
+  int probe_slot;      /* >= 0: a pair outside the standard (e.g. MPI_CHAR): mpiar runs it only
+                          if the MPI library accepts it; the slot caches that answer */
 } mpiar__pmpi_call_t;
+
+/* Number of (datatype, op) pairs whose acceptance by the MPI library can be cached. */
+#define MPIAR__PMPI_PROBE_SLOTS 512
 
 /*
  * Map a predefined MPI datatype and operation to an mpiar call.
- * @return -1 when mpiar runs the pair (and *call is filled), else the fallback reason
- *         (MPIAR__PMPI_FB_OP, MPIAR__PMPI_FB_DATATYPE or MPIAR__PMPI_FB_DATATYPE_OP).
+ * @return -1 when mpiar can run the pair (and *call is filled; with call->probe_slot >= 0 only
+ *         where the MPI library accepts it), else the fallback reason (MPIAR__PMPI_FB_OP,
+ *         MPIAR__PMPI_FB_DATATYPE or MPIAR__PMPI_FB_DATATYPE_OP).
  */
 int mpiar__pmpi_map(MPI_Datatype datatype, MPI_Op op, mpiar__pmpi_call_t *call);
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "interpose/interpose.h"
 
 /* Algorithms beyond this many share the last slot, printed as "other". */

@@ -6,10 +6,11 @@
  * standard defines (MPI-4.0, section 6.9.2); any other pair is handed to MPI, so that MPI decides
  * what it means (an error, or an extension of that MPI library) and the result is always MPI's.
  */
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "interpose/interpose.h"
 
 /* Type classes of the MPI standard's reduction table. */
@@ -21,77 +22,103 @@ enum type_class {
   TC_BYTE      /* MPI_BYTE: bitwise operations only */
 };
 
+/* Operation kinds: arithmetic, bitwise and logical reductions. */
+enum op_kind { OK_ARITH, OK_BITWISE, OK_LOGICAL };
+
+/* Bits of type_entry_t.ext: operation kinds the standard does not define on the type. */
+#define EXT_ARITH (1u << OK_ARITH)
+#define EXT_BITWISE (1u << OK_BITWISE)
+#define EXT_LOGICAL (1u << OK_LOGICAL)
+
 typedef struct type_entry {
   MPI_Datatype handle;
   unsigned char tclass;
   unsigned char size;
   signed char fdtype; /* mpiar type of a floating type; -1 for the others */
+  unsigned char ext;  /* EXT_*: kinds run only where the MPI library accepts them (a probe) */
 } type_entry_t;
 
 _Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "float and double must be binary32/64");
 
+/* char's signedness on this platform decides how MPI_CHAR's minimum and maximum compare. */
+#if CHAR_MIN < 0
+#define TC_CHAR TC_SIGNED
+#else
+#define TC_CHAR TC_UNSIGNED
+#endif
+
 /*
- * MPI_CHAR is left out on purpose: the standard lists it for no reduction (it is for printable
- * characters), and whether char is signed depends on the platform, so MPI decides its meaning.
  * The most common types come first because the lookup is a linear scan.
+ *
+ * MPI_CHAR is meant for printable characters and the standard lists it for no reduction, but MPI
+ * libraries accept it (MPICH and Open MPI do, with every operation), and benchmarks use it: OSU's
+ * osu_allreduce reduces MPI_CHAR by default. It runs on mpiar where the MPI library accepts the
+ * pair, as char of this platform (signed or not). MPI_AINT, MPI_OFFSET and MPI_COUNT are the
+ * standard's "multi-language" integer types (signed), with every operation but the logical ones,
+ * which also depend on the library.
  */
 static const type_entry_t types[] = {
-    {MPI_FLOAT, TC_FLOAT, 4, MPIAR_FLOAT32},
-    {MPI_DOUBLE, TC_FLOAT, 8, MPIAR_FLOAT64},
-    {MPI_INT, TC_SIGNED, sizeof(int), -1},
-    {MPI_LONG, TC_SIGNED, sizeof(long), -1},
-    {MPI_UNSIGNED, TC_UNSIGNED, sizeof(unsigned), -1},
-    {MPI_UNSIGNED_LONG, TC_UNSIGNED, sizeof(unsigned long), -1},
-    {MPI_LONG_LONG, TC_SIGNED, sizeof(long long), -1},
-    {MPI_LONG_LONG_INT, TC_SIGNED, sizeof(long long), -1},
-    {MPI_UNSIGNED_LONG_LONG, TC_UNSIGNED, sizeof(unsigned long long), -1},
-    {MPI_INT8_T, TC_SIGNED, 1, -1},
-    {MPI_UINT8_T, TC_UNSIGNED, 1, -1},
-    {MPI_INT16_T, TC_SIGNED, 2, -1},
-    {MPI_UINT16_T, TC_UNSIGNED, 2, -1},
-    {MPI_INT32_T, TC_SIGNED, 4, -1},
-    {MPI_UINT32_T, TC_UNSIGNED, 4, -1},
-    {MPI_INT64_T, TC_SIGNED, 8, -1},
-    {MPI_UINT64_T, TC_UNSIGNED, 8, -1},
-    {MPI_SIGNED_CHAR, TC_SIGNED, 1, -1},
-    {MPI_UNSIGNED_CHAR, TC_UNSIGNED, 1, -1},
-    {MPI_SHORT, TC_SIGNED, sizeof(short), -1},
-    {MPI_UNSIGNED_SHORT, TC_UNSIGNED, sizeof(unsigned short), -1},
-    {MPI_C_BOOL, TC_BOOL, sizeof(_Bool), -1},
-    {MPI_BYTE, TC_BYTE, 1, -1},
+    {MPI_FLOAT, TC_FLOAT, 4, MPIAR_FLOAT32, 0},
+    {MPI_DOUBLE, TC_FLOAT, 8, MPIAR_FLOAT64, 0},
+    {MPI_INT, TC_SIGNED, sizeof(int), -1, 0},
+    {MPI_CHAR, TC_CHAR, 1, -1, EXT_ARITH | EXT_BITWISE | EXT_LOGICAL},
+    {MPI_LONG, TC_SIGNED, sizeof(long), -1, 0},
+    {MPI_UNSIGNED, TC_UNSIGNED, sizeof(unsigned), -1, 0},
+    {MPI_UNSIGNED_LONG, TC_UNSIGNED, sizeof(unsigned long), -1, 0},
+    {MPI_LONG_LONG, TC_SIGNED, sizeof(long long), -1, 0},
+    {MPI_LONG_LONG_INT, TC_SIGNED, sizeof(long long), -1, 0},
+    {MPI_UNSIGNED_LONG_LONG, TC_UNSIGNED, sizeof(unsigned long long), -1, 0},
+    {MPI_INT8_T, TC_SIGNED, 1, -1, 0},
+    {MPI_UINT8_T, TC_UNSIGNED, 1, -1, 0},
+    {MPI_INT16_T, TC_SIGNED, 2, -1, 0},
+    {MPI_UINT16_T, TC_UNSIGNED, 2, -1, 0},
+    {MPI_INT32_T, TC_SIGNED, 4, -1, 0},
+    {MPI_UINT32_T, TC_UNSIGNED, 4, -1, 0},
+    {MPI_INT64_T, TC_SIGNED, 8, -1, 0},
+    {MPI_UINT64_T, TC_UNSIGNED, 8, -1, 0},
+    {MPI_SIGNED_CHAR, TC_SIGNED, 1, -1, 0},
+    {MPI_UNSIGNED_CHAR, TC_UNSIGNED, 1, -1, 0},
+    {MPI_SHORT, TC_SIGNED, sizeof(short), -1, 0},
+    {MPI_UNSIGNED_SHORT, TC_UNSIGNED, sizeof(unsigned short), -1, 0},
+    {MPI_AINT, TC_SIGNED, sizeof(MPI_Aint), -1, EXT_LOGICAL},
+    {MPI_OFFSET, TC_SIGNED, sizeof(MPI_Offset), -1, EXT_LOGICAL},
+    {MPI_COUNT, TC_SIGNED, sizeof(MPI_Count), -1, EXT_LOGICAL},
+    {MPI_C_BOOL, TC_BOOL, sizeof(_Bool), -1, 0},
+    {MPI_BYTE, TC_BYTE, 1, -1, 0},
 #if defined(MPI_C_FLOAT16)
-    {MPI_C_FLOAT16, TC_FLOAT, 2, MPIAR_FLOAT16},
+    {MPI_C_FLOAT16, TC_FLOAT, 2, MPIAR_FLOAT16, 0},
 #elif defined(MPIX_C_FLOAT16)
-    {MPIX_C_FLOAT16, TC_FLOAT, 2, MPIAR_FLOAT16},
+    {MPIX_C_FLOAT16, TC_FLOAT, 2, MPIAR_FLOAT16, 0},
 #endif
 #if defined(MPIX_BFLOAT16)
-    {MPIX_BFLOAT16, TC_FLOAT, 2, MPIAR_BFLOAT16},
+    {MPIX_BFLOAT16, TC_FLOAT, 2, MPIAR_BFLOAT16, 0},
 #endif
 };
+#define NTYPES (sizeof(types) / sizeof(types[0]))
 
-/* Operation kinds: arithmetic, bitwise and logical reductions. */
-enum op_kind { OK_ARITH, OK_BITWISE, OK_LOGICAL };
+static const struct {
+  MPI_Op handle;
+  mpiar_op_t op;
+  int kind;
+} ops[] = {
+    {MPI_SUM, MPIAR_SUM, OK_ARITH},     {MPI_PROD, MPIAR_PROD, OK_ARITH},
+    {MPI_MIN, MPIAR_MIN, OK_ARITH},     {MPI_MAX, MPIAR_MAX, OK_ARITH},
+    {MPI_BAND, MPIAR_BAND, OK_BITWISE}, {MPI_BOR, MPIAR_BOR, OK_BITWISE},
+    {MPI_BXOR, MPIAR_BXOR, OK_BITWISE}, {MPI_LAND, MPIAR_BAND, OK_LOGICAL},
+    {MPI_LOR, MPIAR_BOR, OK_LOGICAL},   {MPI_LXOR, MPIAR_BXOR, OK_LOGICAL},
+};
+#define NOPS (sizeof(ops) / sizeof(ops[0]))
 
-static int lookup_op(MPI_Op op, mpiar_op_t *out, int *kind) {
-  static const struct {
-    MPI_Op handle;
-    mpiar_op_t op;
-    int kind;
-  } ops[] = {
-      {MPI_SUM, MPIAR_SUM, OK_ARITH},     {MPI_PROD, MPIAR_PROD, OK_ARITH},
-      {MPI_MIN, MPIAR_MIN, OK_ARITH},     {MPI_MAX, MPIAR_MAX, OK_ARITH},
-      {MPI_BAND, MPIAR_BAND, OK_BITWISE}, {MPI_BOR, MPIAR_BOR, OK_BITWISE},
-      {MPI_BXOR, MPIAR_BXOR, OK_BITWISE}, {MPI_LAND, MPIAR_BAND, OK_LOGICAL},
-      {MPI_LOR, MPIAR_BOR, OK_LOGICAL},   {MPI_LXOR, MPIAR_BXOR, OK_LOGICAL},
-  };
-  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+_Static_assert(NTYPES *NOPS <= MPIAR__PMPI_PROBE_SLOTS, "raise MPIAR__PMPI_PROBE_SLOTS");
+
+/* @return the index of `op` in ops[], or -1. */
+static int lookup_op(MPI_Op op) {
+  for (size_t i = 0; i < NOPS; i++) {
     if (ops[i].handle == op) {
-      *out = ops[i].op;
-      *kind = ops[i].kind;
-      return 1;
+      return (int)i;
     }
   }
-  return 0;
+  return -1;
 }
 
 /* @return the mpiar integer type of `size` bytes and the given signedness, or -1 if none. */
@@ -109,15 +136,16 @@ static int integer_dtype(size_t size, int is_signed) {
 }
 
 int mpiar__pmpi_map(MPI_Datatype datatype, MPI_Op op, mpiar__pmpi_call_t *call) {
-  mpiar_op_t mop;
-  int kind;
-  if (!lookup_op(op, &mop, &kind)) {
+  int oi = lookup_op(op);
+  if (oi < 0) {
     return MPIAR__PMPI_FB_OP;
   }
+  const int kind = ops[oi].kind;
   const type_entry_t *t = NULL;
-  for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-    if (types[i].handle == datatype) {
-      t = &types[i];
+  size_t ti = 0;
+  for (; ti < NTYPES; ti++) {
+    if (types[ti].handle == datatype) {
+      t = &types[ti];
       break;
     }
   }
@@ -125,10 +153,11 @@ int mpiar__pmpi_map(MPI_Datatype datatype, MPI_Op op, mpiar__pmpi_call_t *call) 
     return MPIAR__PMPI_FB_DATATYPE;
   }
 
-  call->op = mop;
+  call->op = ops[oi].op;
   call->scale = 1;
   call->user_size = t->size;
   call->logical = 0;
+  call->probe_slot = (t->ext & (1u << kind)) ? (int)(ti * NOPS + (size_t)oi) : -1;
   int dtype = -1;
   switch (t->tclass) {
   case TC_SIGNED:

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "kvstore/kv_internal.h"
 
 static const char *entry_str(const mpiar__kv_entry_t *e, char *buf, size_t size) {

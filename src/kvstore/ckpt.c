@@ -8,10 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "kvstore/crc32c.h"
 #include "kvstore/kv_internal.h"
 
@@ -125,46 +126,53 @@ static int fsync_dir_of(const char *path) {
   return rc;
 }
 
-int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n) {
-  int rc = MPIAR_SUCCESS;
-  writer_t *w = NULL;
-  char *tmp = NULL;
-  int fd = -1;
-  uint32_t *crcs = NULL;
-
-  /* Sizes and per-key CRCs first: the header states the file size and each key's checksum. */
-  uint64_t size = MPIAR__CKPT_HEADER_BYTES + MPIAR__CKPT_TRAILER_BYTES;
-  crcs = calloc(2 * n + 1, sizeof *crcs);
-  if (crcs == NULL) {
-    MPIAR__FAIL(MPIAR_ERR_NOMEM, "checkpoint CRCs of %zu keys", n);
-  }
-  for (size_t i = 0; i < n; i++) {
-    const mpiar__kv_entry_t *e = entries[i];
-    size += MPIAR__CKPT_RECORD_BYTES + (e->name ? strlen(e->name) : 0) + e->bytes;
-    crcs[2 * i] = mpiar__crc32c(0, e->value, e->bytes);
-    if (e->momentum != NULL) {
-      size += e->bytes;
-      crcs[2 * i + 1] = mpiar__crc32c(0, e->momentum, e->bytes);
+/*
+ * Open and lock the temporary file of a save. Its name is fixed (path + ".tmp", in the same
+ * directory so that rename() is atomic), and an exclusive lock on it marks the save in progress:
+ * a save whose process was killed leaves the file, with no lock (the kernel drops a dead
+ * process's locks), and the next save takes it over and truncates it, so no leftover outlives
+ * the next save. A live lock means another process is saving to the same path right now: that
+ * is an error, never a wait (the other save would then rename our file away).
+ * @return MPIAR_SUCCESS with *fd open, locked and empty, or MPIAR_ERR_IO.
+ */
+static int open_locked_tmp(const char *tmp, int *fd) {
+  /* Between our open() and flock() another save may finish and rename the file away; then the
+   * name points to a new file (or none) and we start over. */
+  for (int attempt = 0; attempt < 8; attempt++) {
+    int f = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0) {
+      return mpiar__error(MPIAR_ERR_IO, "cannot create checkpoint '%s': %s", tmp, strerror(errno));
     }
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      close(f);
+      if (err == EWOULDBLOCK) {
+        return mpiar__error(MPIAR_ERR_IO,
+                            "another process is saving a checkpoint through '%s' right now", tmp);
+      }
+      return mpiar__error(MPIAR_ERR_IO, "cannot lock '%s': %s", tmp, strerror(err));
+    }
+    struct stat by_fd;
+    struct stat by_name;
+    if (fstat(f, &by_fd) == 0 && stat(tmp, &by_name) == 0 && by_fd.st_dev == by_name.st_dev &&
+        by_fd.st_ino == by_name.st_ino) {
+      if (ftruncate(f, 0) != 0) {
+        int err = errno;
+        close(f);
+        return mpiar__error(MPIAR_ERR_IO, "cannot truncate '%s': %s", tmp, strerror(err));
+      }
+      *fd = f;
+      return MPIAR_SUCCESS;
+    }
+    close(f);
   }
+  return mpiar__error(MPIAR_ERR_IO, "'%s' keeps being replaced by other saves", tmp);
+}
 
-  size_t tlen = strlen(path) + 32;
-  tmp = malloc(tlen);
-  w = malloc(sizeof *w);
-  if (tmp == NULL || w == NULL) {
-    MPIAR__FAIL(MPIAR_ERR_NOMEM, "checkpoint writer for '%s'", path);
-  }
-  /* The temporary name sits in the same directory, so that rename() is atomic. */
-  snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    MPIAR__FAIL(MPIAR_ERR_IO, "cannot create checkpoint '%s': %s", tmp, strerror(errno));
-  }
-  w->fd = fd;
-  w->path = tmp;
-  w->crc = 0;
-  w->used = 0;
-
+/* Header, key records and names, then the data and the trailer, through the writer. */
+static int write_contents(writer_t *w, mpiar__kv_entry_t *const *entries, size_t n,
+                          const uint32_t *crcs, uint64_t size) {
+  int rc = MPIAR_SUCCESS;
   unsigned char hdr[MPIAR__CKPT_HEADER_BYTES] = {0};
   memcpy(hdr, MPIAR__CKPT_MAGIC, sizeof MPIAR__CKPT_MAGIC);
   put_u32(hdr + 8, MPIAR__CKPT_VERSION);
@@ -197,27 +205,69 @@ int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_
   unsigned char trailer[MPIAR__CKPT_TRAILER_BYTES];
   put_u32(trailer, w->crc);
   MPIAR__CHECK(writer_put(w, trailer, sizeof trailer));
-  MPIAR__CHECK(writer_flush(w));
+  rc = writer_flush(w);
+cleanup:
+  return rc;
+}
+
+int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n) {
+  int rc = MPIAR_SUCCESS;
+  writer_t *w = NULL;
+  char *tmp = NULL;
+  int fd = -1;
+  uint32_t *crcs = NULL;
+
+  /* Sizes and per-key CRCs first: the header states the file size and each key's checksum. */
+  uint64_t size = MPIAR__CKPT_HEADER_BYTES + MPIAR__CKPT_TRAILER_BYTES;
+  crcs = calloc(2 * n + 1, sizeof *crcs);
+  if (crcs == NULL) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "checkpoint CRCs of %zu keys", n);
+  }
+  for (size_t i = 0; i < n; i++) {
+    const mpiar__kv_entry_t *e = entries[i];
+    size += MPIAR__CKPT_RECORD_BYTES + (e->name ? strlen(e->name) : 0) + e->bytes;
+    crcs[2 * i] = mpiar__crc32c(0, e->value, e->bytes);
+    if (e->momentum != NULL) {
+      size += e->bytes;
+      crcs[2 * i + 1] = mpiar__crc32c(0, e->momentum, e->bytes);
+    }
+  }
+
+  size_t tlen = strlen(path) + sizeof MPIAR__CKPT_TMP_SUFFIX;
+  tmp = malloc(tlen);
+  w = malloc(sizeof *w);
+  if (tmp == NULL || w == NULL) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "checkpoint writer for '%s'", path);
+  }
+  snprintf(tmp, tlen, "%s%s", path, MPIAR__CKPT_TMP_SUFFIX);
+  MPIAR__CHECK(open_locked_tmp(tmp, &fd));
+  w->fd = fd;
+  w->path = tmp;
+  w->crc = 0;
+  w->used = 0;
+  MPIAR__CHECK(write_contents(w, entries, n, crcs, size));
   if (fsync(fd) != 0) {
     MPIAR__FAIL(MPIAR_ERR_IO, "cannot flush checkpoint '%s' to disk: %s", tmp, strerror(errno));
   }
-  if (close(fd) != 0) {
-    fd = -1;
-    MPIAR__FAIL(MPIAR_ERR_IO, "cannot close checkpoint '%s': %s", tmp, strerror(errno));
-  }
-  fd = -1;
+  /* The rename happens under the lock, which close() then drops. */
   if (rename(tmp, path) != 0) {
     MPIAR__FAIL(MPIAR_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+  }
+  int closed = close(fd);
+  fd = -1;
+  if (closed != 0) {
+    MPIAR__FAIL(MPIAR_ERR_IO, "cannot close checkpoint '%s': %s", path, strerror(errno));
   }
   rc = fsync_dir_of(path);
 
 cleanup:
+  /* A failed save removes its temporary file (while it still holds the lock, so that it never
+   * removes another save's) and never touches the file under the final name. */
   if (fd >= 0) {
+    if (rc != 0) {
+      unlink(tmp);
+    }
     close(fd);
-  }
-  /* A failed save removes its temporary file and never touches the file under the final name. */
-  if (rc != 0 && tmp != NULL) {
-    unlink(tmp);
   }
   free(crcs);
   free(tmp);
@@ -318,7 +368,7 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *nout) {
     MPIAR__CHECK(reader_get(&r, rec, sizeof rec, "key record"));
     unsigned kind = rec[0], dtype = rec[1], has_mom = rec[2];
     uint32_t name_len = get_u32(rec + 4);
-    if (kind > 1 || rec[3] != 0 || has_mom > 1 || dtype >= MPIAR_DTYPE_COUNT ||
+    if (kind > 1 || rec[3] != 0 || has_mom > 1 || dtype >= MPIAR__DTYPE_COUNT ||
         name_len > MPIAR_KV_KEY_MAX || (kind == 0 && name_len != 0)) {
       MPIAR__FAIL(MPIAR_ERR_CORRUPT, "checkpoint '%s': key record %zu is malformed", path, n);
     }

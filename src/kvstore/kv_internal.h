@@ -80,7 +80,17 @@ void mpiar__kv_entry_free(mpiar__kv_entry_t *e);
 #define MPIAR__CKPT_RECORD_BYTES 40u
 #define MPIAR__CKPT_TRAILER_BYTES 4u
 
-/* Write the entries to @p path atomically (temporary file, fsync, rename, fsync of the directory).
+/*
+ * The temporary file of a save is path + this suffix, locked exclusively (flock) while the save
+ * runs. A save interrupted by the death of its process leaves it unlocked, and the next save to
+ * the same path reuses and removes it; a save that finds it locked fails with MPIAR_ERR_IO.
+ */
+#define MPIAR__CKPT_TMP_SUFFIX ".tmp"
+
+/*
+ * Write the entries to @p path atomically: the locked temporary file above, fsync, rename,
+ * fsync of the directory. On failure the file under @p path is untouched and the temporary file
+ * is removed.
  */
 int mpiar__ckpt_write(const char *path, mpiar__kv_entry_t *const *entries, size_t n);
 
@@ -101,6 +111,8 @@ void mpiar__ckpt_free(mpiar__kv_entry_t **entries, size_t n);
  */
 extern size_t mpiar__kv_chunk_bytes;
 
+struct mpiar__kv_async; /* async.c */
+
 /* The store. */
 struct mpiar_kv {
   MPI_Comm comm; /* the store's own duplicate of the user's communicator */
@@ -119,6 +131,7 @@ struct mpiar_kv {
   mpiar__kv_entry_t **batch; /* entries resolved for the current batch call */
   size_t *pack;              /* indices of the tensors in the fusion buffer being filled */
   size_t batch_cap;
+  struct mpiar__kv_async *async; /* asynchronous pushpulls (NULL until the first) */
 };
 
 /* Calls, hashed into every agreement so that two different calls never agree. */
@@ -134,7 +147,8 @@ typedef enum mpiar__kv_call {
   MPIAR__KV_SAVE,
   MPIAR__KV_SAVE_DONE,
   MPIAR__KV_LOAD,
-  MPIAR__KV_LOAD_ALLOC
+  MPIAR__KV_LOAD_ALLOC,
+  MPIAR__KV_PUSHPULL_ASYNC
 } mpiar__kv_call_t;
 
 /* Fold a 64-bit word into a running hash. */
@@ -156,5 +170,34 @@ uint64_t mpiar__kv_layout_hash(const mpiar_kv_t *kv);
  * @p what names the call for messages ("pushpull of key 7").
  */
 int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *what, int share_root);
+
+/* Helpers of kvstore.c shared with async.c. */
+#define MPIAR__KV_WHAT_MAX 160
+
+/* Look a key up (form checked); MPIAR_ERR_KEY_UNKNOWN names it and this worker. */
+int mpiar__kv_find_key(const mpiar_kv_t *kv, mpiar_kv_key_t key, const char *call,
+                       mpiar__kv_entry_t **e);
+
+/* Fold a key's identity, dtype and count into a call hash. */
+uint64_t mpiar__kv_entry_hash(uint64_t h, const mpiar__kv_entry_t *e);
+
+/* Local checks of one tensor of a pushpull or step. */
+int mpiar__kv_check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in,
+                           const void *out, mpiar_op_t op, const char *what);
+
+/* Options of a data reduction of @p dtype (floating data may force a position-free algorithm). */
+const mpiar_options_t *mpiar__kv_data_options(const mpiar_kv_t *kv, mpiar_dtype_t dtype);
+
+/* Whether reductions of @p dtype are cut into pieces of mpiar__kv_chunk_bytes. */
+int mpiar__kv_cut(const mpiar_kv_t *kv, mpiar_dtype_t dtype);
+
+/* Tensors queued and not yet started (tests). */
+size_t mpiar__kv_async_queued(const mpiar_kv_t *kv);
+
+/* The call-order numbers of the last (at most @p max, 64) started tensors, in start order. */
+size_t mpiar__kv_async_started(const mpiar_kv_t *kv, uint64_t *orders, size_t max);
+
+/* Complete and release every asynchronous pushpull (destroy); frees the async state. */
+int mpiar__kv_async_finish(mpiar_kv_t *kv);
 
 #endif /* MPIAR_KV_INTERNAL_H */

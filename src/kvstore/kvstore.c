@@ -3,15 +3,19 @@
  * SGD optimizer, and the metadata agreement that turns mismatched calls into errors.
  */
 #include <math.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
+#include "base/settings.h"
+#include "core/context.h"
 #include "kvstore/kv_internal.h"
 
 /* Room for a call and a key in messages, e.g. `pushpull of key "layer1.weight"`. */
-#define KV_WHAT_MAX 160
+#define KV_WHAT_MAX MPIAR__KV_WHAT_MAX
 
 static const char *const no_push_pull = "the allreduce kvstore has no push/pull; use pushpull";
 
@@ -94,6 +98,48 @@ int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *wha
   return MPIAR_SUCCESS;
 }
 
+/*
+ * The store's own duplicate of @p comm, made with MPI_Comm_idup so that the deadline (the
+ * options', else MPIAR_TIMEOUT_MS) bounds the wait for the other workers.
+ */
+static int duplicate(MPI_Comm comm, int timeout_ms, MPI_Comm *out) {
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings(&set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  long ms = timeout_ms > 0 ? timeout_ms : (timeout_ms < 0 ? 0 : set->timeout_ms);
+  MPI_Request q = MPI_REQUEST_NULL;
+  if ((rc = mpiar__check_comm(comm)) != MPIAR_SUCCESS) {
+    return mpiar__error(rc, "mpiar_kv_create: %s", mpiar_last_error());
+  }
+  if (MPI_Comm_idup(comm, out, &q) != MPI_SUCCESS) {
+    *out = MPI_COMM_NULL;
+    return mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_create: MPI_Comm_idup failed");
+  }
+  double deadline = ms > 0 ? MPI_Wtime() + (double)ms * 1e-3 : 0;
+  unsigned idle = 0;
+  for (;;) {
+    int flag = 0;
+    if (MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      *out = MPI_COMM_NULL;
+      return mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_create: MPI_Comm_idup failed");
+    }
+    if (flag) {
+      return MPIAR_SUCCESS;
+    }
+    if (deadline > 0 && MPI_Wtime() > deadline) {
+      /* MPI forbids freeing the request of a nonblocking collective: it is left to MPI. */
+      *out = MPI_COMM_NULL;
+      return mpiar__error(MPIAR_ERR_TIMEOUT,
+                          "mpiar_kv_create: timed out after %ld ms waiting for every worker", ms);
+    }
+    if (++idle > 64) {
+      sched_yield();
+    }
+  }
+}
+
 static int check_kv(const mpiar_kv_t *kv) {
   if (kv == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "kvstore handle is NULL");
@@ -153,17 +199,22 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   }
   mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
   if (opts != NULL) {
-    o = *opts;
+    size_t need = offsetof(mpiar_kv_options_t, verify) + sizeof(int);
+    if (opts->struct_size < need || opts->struct_size > 4096) {
+      return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                          "mpiar_kv_create: the options were not initialised with "
+                          "MPIAR_KV_OPTIONS_INIT (size field %zu)",
+                          opts->struct_size);
+    }
+    memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    o.struct_size = sizeof o;
   }
   kv = calloc(1, sizeof *kv);
   if (kv == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "mpiar_kv_create: store");
   }
   kv->comm = MPI_COMM_NULL;
-  if (MPI_Comm_dup(comm, &kv->comm) != MPI_SUCCESS) {
-    kv->comm = MPI_COMM_NULL;
-    MPIAR__FAIL(MPIAR_ERR_MPI, "mpiar_kv_create: MPI_Comm_dup failed");
-  }
+  MPIAR__CHECK(duplicate(comm, o.timeout_ms, &kv->comm));
   MPI_Comm_rank(kv->comm, &kv->rank);
   MPI_Comm_size(kv->comm, &kv->size);
   kv->ar = (mpiar_options_t)MPIAR_OPTIONS_INIT;
@@ -181,7 +232,9 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
     local = mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "mpiar_kv_create: unknown algorithm '%s'",
                          o.algorithm);
   } else if (o.fusion_bytes == MPIAR_KV_FUSION_AUTO) {
-    local = mpiar__env_size("MPIAR_FUSION_BYTES", MPIAR_KV_FUSION_DEFAULT, &kv->fusion_bytes);
+    const mpiar__settings_t *set = NULL;
+    local = mpiar__settings(&set);
+    kv->fusion_bytes = set->fusion_set ? set->fusion_bytes : MPIAR_KV_FUSION_DEFAULT;
   } else {
     kv->fusion_bytes = o.fusion_bytes;
   }
@@ -200,10 +253,21 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
    * buffer. Rabenseifner combines every element along the same rank tree, so the store uses it
    * for floating data on three or more workers unless the caller names an algorithm.
    */
+  const mpiar__settings_t *settings = NULL;
+  if (local == 0) {
+    local = mpiar__settings(&settings);
+  }
+  int reproducible = o.reproducible >= 0 ? o.reproducible : (settings ? settings->reproducible : 0);
+  if (o.reproducible < -1 || o.reproducible > 1) {
+    local = mpiar__error(MPIAR_ERR_INVALID_ARG,
+                         "mpiar_kv_create: reproducible must be -1, 0 or 1, not %d", o.reproducible);
+  }
+  kv->ar.reproducible = reproducible;
   kv->ar_float = kv->ar;
   /* On one or two workers every algorithm reduces each element as x0 op x1: the automatic
-   * choice keeps fused and per-key results equal there. */
-  if (o.algorithm == NULL && kv->size > 2) {
+   * choice keeps fused and per-key results equal there. In reproducible mode every algorithm
+   * reduces in the canonical order, which does not depend on the position either. */
+  if (o.algorithm == NULL && kv->size > 2 && !reproducible) {
     kv->ar_float.algorithm = "rabenseifner";
   }
   /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
@@ -216,6 +280,7 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   uint64_t h = mpiar__kv_hash_add(MPIAR__KV_CREATE, kv->fusion_bytes);
   h = mpiar__kv_hash_add(h, (uint64_t)kv->op);
   h = mpiar__kv_hash_add(h, (uint64_t)kv->verify);
+  h = mpiar__kv_hash_add(h, (uint64_t)kv->ar.reproducible);
   h = hash_string(h, kv->algorithm);
   MPIAR__CHECK(mpiar__kv_agree(kv, local, h, "mpiar_kv_create (options)", 0));
   *out = kv;
@@ -236,8 +301,10 @@ int mpiar_kv_destroy(mpiar_kv_t *kv) {
   if (kv == NULL) {
     return MPIAR_SUCCESS;
   }
-  int rc = MPIAR_SUCCESS;
-  if (kv->comm != MPI_COMM_NULL && MPI_Comm_free(&kv->comm) != MPI_SUCCESS) {
+  /* Asynchronous pushpulls still in progress are completed first (collective). */
+  int rc = mpiar__kv_async_finish(kv);
+  if (kv->comm != MPI_COMM_NULL && MPI_Comm_free(&kv->comm) != MPI_SUCCESS &&
+      rc == MPIAR_SUCCESS) {
     rc = mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_destroy: MPI_Comm_free failed");
   }
   kv_free(kv);
@@ -301,7 +368,7 @@ static int check_key(mpiar_kv_key_t key, const char *call) {
 }
 
 /* Find a registered key or fail with MPIAR_ERR_KEY_UNKNOWN naming it and this worker. */
-static int find_key(const mpiar_kv_t *kv, mpiar_kv_key_t key, const char *call,
+int mpiar__kv_find_key(const mpiar_kv_t *kv, mpiar_kv_key_t key, const char *call,
                     mpiar__kv_entry_t **e) {
   int rc = check_key(key, call);
   if (rc != 0) {
@@ -322,7 +389,7 @@ static const char *what_key(char *buf, size_t size, const char *call, mpiar_kv_k
   return buf;
 }
 
-static uint64_t entry_hash(uint64_t h, const mpiar__kv_entry_t *e) {
+uint64_t mpiar__kv_entry_hash(uint64_t h, const mpiar__kv_entry_t *e) {
   h = mpiar__kv_hash_add(h, e->hash);
   h = mpiar__kv_hash_add(h, (uint64_t)e->dtype);
   return mpiar__kv_hash_add(h, e->count);
@@ -383,7 +450,7 @@ int mpiar_kv_lookup(const mpiar_kv_t *kv, mpiar_kv_key_t key, mpiar_dtype_t *dty
   int rc = check_kv(kv);
   mpiar__kv_entry_t *e = NULL;
   if (rc == 0) {
-    rc = find_key(kv, key, "lookup", &e);
+    rc = mpiar__kv_find_key(kv, key, "lookup", &e);
   }
   if (rc != 0) {
     return rc;
@@ -401,7 +468,7 @@ int mpiar_kv_lookup(const mpiar_kv_t *kv, mpiar_kv_key_t key, mpiar_dtype_t *dty
 }
 
 /* Local checks of one tensor of a pushpull or step. */
-static int check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in,
+int mpiar__kv_check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in,
                         const void *out, mpiar_op_t op, const char *what) {
   if (e->count > 0 && out == NULL) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: output buffer is NULL", what);
@@ -418,13 +485,20 @@ static int check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const 
 }
 
 /* Options of a data reduction of @p dtype (see ar_float in mpiar_kv_create). */
-static const mpiar_options_t *data_options(const mpiar_kv_t *kv, mpiar_dtype_t dtype) {
+const mpiar_options_t *mpiar__kv_data_options(const mpiar_kv_t *kv, mpiar_dtype_t dtype) {
   int floating = dtype == MPIAR_FLOAT16 || dtype == MPIAR_BFLOAT16 || dtype == MPIAR_FLOAT32 ||
                  dtype == MPIAR_FLOAT64;
   return floating ? &kv->ar_float : &kv->ar;
 }
 
 size_t mpiar__kv_chunk_bytes = (size_t)4 << 20;
+
+int mpiar__kv_cut(const mpiar_kv_t *kv, mpiar_dtype_t dtype) {
+  /* mpiar's automatic choice pipelines long vectors itself (segmented ring), and a named
+   * algorithm is the caller's: neither is cut. */
+  return mpiar__kv_data_options(kv, dtype) == &kv->ar_float &&
+         kv->ar_float.algorithm != kv->ar.algorithm;
+}
 
 /*
  * Allreduce of @p count elements in pieces of at most mpiar__kv_chunk_bytes. A tensor of
@@ -437,10 +511,7 @@ size_t mpiar__kv_chunk_bytes = (size_t)4 << 20;
 static int allreduce_chunked(mpiar_kv_t *kv, const void *send, void *out, size_t count,
                              mpiar_dtype_t dtype, mpiar_op_t op) {
   size_t es = mpiar_dtype_size(dtype);
-  /* mpiar's automatic choice pipelines long vectors itself (segmented ring), and a named
-   * algorithm is the caller's: neither is cut. */
-  int cut = data_options(kv, dtype) == &kv->ar_float && kv->ar_float.algorithm != kv->ar.algorithm;
-  size_t chunk = cut ? mpiar__kv_chunk_bytes / es : count;
+  size_t chunk = mpiar__kv_cut(kv, dtype) ? mpiar__kv_chunk_bytes / es : count;
   if (chunk == 0) {
     chunk = 1;
   }
@@ -448,7 +519,7 @@ static int allreduce_chunked(mpiar_kv_t *kv, const void *send, void *out, size_t
     size_t len = count - off < chunk ? count - off : chunk;
     const void *s = send == MPIAR_IN_PLACE ? MPIAR_IN_PLACE : (const char *)send + off * es;
     int rc = mpiar_allreduce_ex(s, (char *)out + off * es, len, dtype, op, kv->comm,
-                                data_options(kv, dtype));
+                                mpiar__kv_data_options(kv, dtype));
     if (rc != MPIAR_SUCCESS) {
       return rc;
     }
@@ -478,12 +549,12 @@ int mpiar_kv_pushpull(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *in, void *
   if (in == MPIAR_IN_PLACE) {
     in = out;
   }
-  int local = find_key(kv, key, "pushpull", &e);
+  int local = mpiar__kv_find_key(kv, key, "pushpull", &e);
   if (local == 0) {
-    local = check_tensor(kv, e, in, out, kv->op, what);
+    local = mpiar__kv_check_tensor(kv, e, in, out, kv->op, what);
   }
   if (kv->verify) {
-    uint64_t h = local == 0 ? entry_hash(MPIAR__KV_PUSHPULL, e) : 0;
+    uint64_t h = local == 0 ? mpiar__kv_entry_hash(MPIAR__KV_PUSHPULL, e) : 0;
     MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
   } else if (local != 0) {
     return local;
@@ -591,7 +662,7 @@ static int batch_prepare(mpiar_kv_t *kv, mpiar__kv_call_t call, size_t n,
   size_t fused_max = 0;
   for (size_t i = 0; i < n; i++) {
     snprintf(what, sizeof what, "%s (key %zu of %zu)", name, i, n);
-    rc = find_key(kv, keys[i], what, &kv->batch[i]);
+    rc = mpiar__kv_find_key(kv, keys[i], what, &kv->batch[i]);
     if (rc != 0) {
       return rc;
     }
@@ -600,11 +671,11 @@ static int batch_prepare(mpiar_kv_t *kv, mpiar__kv_call_t call, size_t n,
     if (call == MPIAR__KV_STEP_BATCH && (rc = step_prepare(kv, kv->batch[i], what)) != 0) {
       return rc;
     }
-    rc = check_tensor(kv, e, in, outs[i], op, what);
+    rc = mpiar__kv_check_tensor(kv, e, in, outs[i], op, what);
     if (rc != 0) {
       return rc;
     }
-    h = entry_hash(h, e);
+    h = mpiar__kv_entry_hash(h, e);
     if (e->bytes <= kv->fusion_bytes) {
       fused_max += e->bytes;
     }
@@ -634,7 +705,7 @@ static int batch_prepare(mpiar_kv_t *kv, mpiar__kv_call_t call, size_t n,
 static int batch_run(mpiar_kv_t *kv, size_t n, const void *const *ins, void *const *outs,
                      mpiar_op_t op) {
   int rc = MPIAR_SUCCESS;
-  for (int dt = 0; dt < MPIAR_DTYPE_COUNT; dt++) {
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
     size_t np = 0, filled = 0;
     for (size_t i = 0; i < n; i++) {
       const mpiar__kv_entry_t *e = kv->batch[i];
@@ -691,7 +762,7 @@ int mpiar_kv_broadcast(mpiar_kv_t *kv, mpiar_kv_key_t key, void *value, int root
   char what[KV_WHAT_MAX];
   what_key(what, sizeof what, "broadcast", key);
   mpiar__kv_entry_t *e = NULL;
-  int local = find_key(kv, key, "broadcast", &e);
+  int local = mpiar__kv_find_key(kv, key, "broadcast", &e);
   if (local != 0) {
   } else if (root < 0 || root >= kv->size) {
     local = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a worker (0..%d)", what, root,
@@ -701,7 +772,7 @@ int mpiar_kv_broadcast(mpiar_kv_t *kv, mpiar_kv_key_t key, void *value, int root
   }
   uint64_t h = 0;
   if (local == 0) {
-    h = mpiar__kv_hash_add(entry_hash(MPIAR__KV_BROADCAST, e), (uint64_t)root);
+    h = mpiar__kv_hash_add(mpiar__kv_entry_hash(MPIAR__KV_BROADCAST, e), (uint64_t)root);
   }
   /* Broadcast always verifies: a wrong root would otherwise pair mismatched messages. */
   MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
@@ -814,6 +885,26 @@ static void sgd_apply(const mpiar_kv_optimizer_t *o, mpiar__kv_entry_t *e, const
   }
 }
 
+int mpiar_kv_update(mpiar_kv_t *kv, mpiar_kv_key_t key, const void *grad) {
+  mpiar__error_clear();
+  int rc = check_kv(kv);
+  if (rc != 0) {
+    return rc;
+  }
+  char what[KV_WHAT_MAX];
+  what_key(what, sizeof what, "update", key);
+  mpiar__kv_entry_t *e = NULL;
+  if ((rc = mpiar__kv_find_key(kv, key, "update", &e)) != 0 ||
+      (rc = step_prepare(kv, e, what)) != 0) {
+    return rc;
+  }
+  if (e->count > 0 && grad == NULL) {
+    return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: the gradient is NULL", what);
+  }
+  sgd_apply(&kv->opt, e, grad);
+  return MPIAR_SUCCESS;
+}
+
 int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad) {
   mpiar__error_clear();
   int rc = check_kv(kv);
@@ -823,15 +914,15 @@ int mpiar_kv_step(mpiar_kv_t *kv, mpiar_kv_key_t key, void *grad) {
   char what[KV_WHAT_MAX];
   what_key(what, sizeof what, "step", key);
   mpiar__kv_entry_t *e = NULL;
-  int local = find_key(kv, key, "step", &e);
+  int local = mpiar__kv_find_key(kv, key, "step", &e);
   if (local == 0) {
     local = step_prepare(kv, e, what);
   }
   if (local == 0) {
-    local = check_tensor(kv, e, grad, grad, MPIAR_AVG, what);
+    local = mpiar__kv_check_tensor(kv, e, grad, grad, MPIAR_AVG, what);
   }
   if (kv->verify) {
-    uint64_t h = local == 0 ? entry_hash(MPIAR__KV_STEP, e) : 0;
+    uint64_t h = local == 0 ? mpiar__kv_entry_hash(MPIAR__KV_STEP, e) : 0;
     MPIAR__CHECK(mpiar__kv_agree(kv, local, h, what, 0));
   } else if (local != 0) {
     return local;

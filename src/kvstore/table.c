@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "kvstore/kv_internal.h"
 
 /* FNV-1a over the bytes, then a 64-bit finalizer so that nearby keys spread over the index. */

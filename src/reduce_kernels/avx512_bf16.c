@@ -6,7 +6,7 @@
  * those (rare) registers are rounded with integer operations instead.
  * dispatch.c installs these only on CPUs with AVX512-BF16.
  */
-#include "core/common.h"
+#include "base/common.h"
 #include "reduce_kernels/simd_loop.h"
 
 #define PS(x) _mm512_castsi512_ps(x)

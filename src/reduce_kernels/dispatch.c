@@ -10,6 +10,8 @@
  */
 #include <cpuid.h>
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +21,8 @@
 #include <omp.h>
 #endif
 
-#include "core/common.h"
+#include "base/common.h"
+#include "base/settings.h"
 #include "reduce_kernels/isa.h"
 
 static const char *const isa_names[MPIAR__ISA_COUNT] = {
@@ -178,34 +181,29 @@ static int init_rc;
 /* The detail of a failed initialisation, repeated to every later caller on any thread. */
 static char init_detail[256];
 
-static int choose_level(mpiar__isa_t *level) {
-  const char *v = getenv("MPIAR_KERNEL");
-  if (v == NULL || *v == '\0') {
+/* The level MPIAR_KERNEL forces, or the best one this CPU and OS support. */
+static int choose_level(const mpiar__settings_t *set, mpiar__isa_t *level) {
+  if (set->kernel < 0) {
     *level = mpiar__isa_supported(MPIAR__ISA_AVX512) ? MPIAR__ISA_AVX512
              : mpiar__isa_supported(MPIAR__ISA_AVX2) ? MPIAR__ISA_AVX2
                                                      : MPIAR__ISA_REFERENCE;
     return MPIAR_SUCCESS;
   }
-  for (int i = 0; i < MPIAR__ISA_COUNT; i++) {
-    if (strcmp(v, isa_names[i]) == 0) {
-      if (!mpiar__isa_supported((mpiar__isa_t)i)) {
-        return mpiar__error(MPIAR_ERR_ISA_UNAVAILABLE,
-                            "MPIAR_KERNEL=%s: this CPU, OS or build does not support that level",
-                            v);
-      }
-      *level = (mpiar__isa_t)i;
-      return MPIAR_SUCCESS;
-    }
+  if (!mpiar__isa_supported((mpiar__isa_t)set->kernel)) {
+    return mpiar__error(MPIAR_ERR_ISA_UNAVAILABLE,
+                        "MPIAR_KERNEL=%s: this CPU, OS or build does not support that level",
+                        isa_names[set->kernel]);
   }
-  return mpiar__error(MPIAR_ERR_ENV, "MPIAR_KERNEL='%s' is not one of reference, avx2, avx512", v);
+  *level = (mpiar__isa_t)set->kernel;
+  return MPIAR_SUCCESS;
 }
 
 static void table_init(void) {
   mpiar__isa_t level = MPIAR__ISA_REFERENCE;
-  int rc = choose_level(&level);
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings(&set);
   if (rc == MPIAR_SUCCESS) {
-    long threads;
-    rc = mpiar__env_int("MPIAR_NUM_THREADS", 0, 1, 4096, &threads);
+    rc = choose_level(set, &level);
   }
   if (rc != MPIAR_SUCCESS) {
     snprintf(init_detail, sizeof init_detail, "%s", mpiar_last_error());
@@ -237,15 +235,33 @@ void mpiar__kernel_set_default_threads(int nthreads) {
   __atomic_store_n(&default_threads, nthreads > 0 ? nthreads : 0, __ATOMIC_RELAXED);
 }
 
+/* CPUs this process may run on (its affinity mask, which mpiexec or srun may have narrowed). */
+int mpiar__usable_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) {
+      return n;
+    }
+  }
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
 int mpiar__kernel_threads(void) {
 #if defined(MPIAR_HAVE_OPENMP)
-  /* Read on every long span, so that a test or tool may change it between calls. */
-  const char *v = getenv("MPIAR_NUM_THREADS");
-  if (v != NULL && *v != '\0') {
-    char *end = NULL;
-    long x = strtol(v, &end, 10);
-    /* A malformed value was reported by mpiar__kernels_init(); here it means one thread. */
-    return (*end == '\0' && x >= 1 && x <= 4096) ? (int)x : 1;
+  /* MPIAR_NUM_THREADS, capped at the CPUs this process may use: more threads than CPUs only
+   * take turns on them (a malformed value was reported by mpiar__kernels_init()). */
+  const mpiar__settings_t *set = NULL;
+  mpiar__settings(&set);
+  if (set->num_threads > 0) {
+    static int cpus;
+    int c = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
+    if (c == 0) {
+      c = mpiar__usable_cpus();
+      __atomic_store_n(&cpus, c, __ATOMIC_RELAXED);
+    }
+    return set->num_threads < c ? (int)set->num_threads : c;
   }
   int d = __atomic_load_n(&default_threads, __ATOMIC_RELAXED);
   return d > 0 ? d : omp_get_max_threads();

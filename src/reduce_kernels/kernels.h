@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "mpiar.h"
+#include "base/common.h"
 
 /* One kernel: dst[i] = a[i] op b[i], i < n. dst may equal a or b; no other overlap. */
 typedef void (*mpiar__kernel_fn)(void *dst, const void *a, const void *b, size_t n);
@@ -29,8 +29,8 @@ typedef enum mpiar__isa {
 /* A filled dispatch table for one ISA level. */
 typedef struct mpiar__kernel_table {
   mpiar__isa_t isa;
-  mpiar__kernel_fn fn[MPIAR_DTYPE_COUNT][MPIAR_OP_COUNT]; /* NULL: pair not supported */
-  mpiar__div_fn div[MPIAR_DTYPE_COUNT];                   /* NULL for integer types */
+  mpiar__kernel_fn fn[MPIAR__DTYPE_COUNT][MPIAR__OP_COUNT]; /* NULL: pair not supported */
+  mpiar__div_fn div[MPIAR__DTYPE_COUNT];                   /* NULL for integer types */
 } mpiar__kernel_table_t;
 
 /*
@@ -94,6 +94,9 @@ void mpiar__divide(void *dst, const void *a, size_t n, mpiar_dtype_t dtype, doub
  * the OpenMP default. Always 1 without OpenMP.
  */
 int mpiar__kernel_threads(void);
+
+/* CPUs this process may run on (its affinity mask). */
+int mpiar__usable_cpus(void);
 void mpiar__kernel_set_default_threads(int nthreads);
 
 /* Spans shorter than this many bytes (per operand) run on one thread. */

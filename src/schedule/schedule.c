@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "schedule/schedule.h"
 
 void mpiar__schedule_init(mpiar__schedule_t *s, int rank, int nranks, size_t count,
@@ -62,8 +62,12 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem) {
  * every schedule acyclic); negative entries mean "none" and are skipped, as are duplicates.
  */
 static long append(mpiar__schedule_t *s, const mpiar__step_t *st, const long *deps, size_t ndeps) {
-  if (s->nsteps >= UINT32_MAX) {
-    return mpiar__error(MPIAR_ERR_INTERNAL, "schedule exceeds %u steps", UINT32_MAX);
+  /* Step and dependency indices are 32-bit in the arrays: a schedule never outgrows them. */
+  size_t limit = s->max_steps != 0 && s->max_steps < UINT32_MAX ? s->max_steps : UINT32_MAX - 1;
+  if (s->nsteps >= limit || s->ndeps + ndeps >= UINT32_MAX) {
+    return mpiar__error(MPIAR_ERR_NOMEM,
+                        "%s rank %d: the schedule would exceed %zu steps (use larger segments)",
+                        s->algorithm ? s->algorithm : "?", s->rank, limit);
   }
   for (size_t i = 0; i < ndeps; i++) {
     if (deps[i] >= (long)s->nsteps) {

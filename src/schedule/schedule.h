@@ -47,11 +47,12 @@ typedef struct mpiar__step {
 } mpiar__step_t;
 
 /*
- * Tags stay below the MPI standard's guaranteed minimum MPI_TAG_UB (32767). Messages between one
- * ordered pair of ranks with the same tag match in posting order on both sides, so a builder may
- * reuse tags only where the order of those messages is fixed by dependencies.
+ * Step tags are below 2^10: the MPI executor puts an operation slot and the message length in the
+ * higher bits of the MPI tag (src/core/context.h). Messages between one ordered pair of ranks
+ * with the same tag match in posting order on both sides, so a builder may reuse tags only where
+ * the order of those messages is fixed by dependencies.
  */
-#define MPIAR__TAG_LIMIT 32768
+#define MPIAR__TAG_LIMIT 1024
 
 typedef struct mpiar__schedule {
   int rank;              /* this rank */
@@ -63,6 +64,7 @@ typedef struct mpiar__schedule {
   const char *algorithm; /* static name of the builder */
   size_t segment_elems;  /* pipelining segment (0 = none) */
   size_t scratch_elems;  /* scratch the steps use, computed by the builder */
+  size_t max_steps;      /* 0: no limit but the 32-bit indices; else appends beyond fail */
 
   mpiar__step_t *steps;
   size_t nsteps, steps_cap;

@@ -15,7 +15,8 @@
  * or output (per element), out-of-range operands, writes to INPUT, partial overlap inside one
  * step, unordered conflicting accesses of one rank (hazards: two steps touching overlapping memory,
  * one writing, not ordered by dependencies), results that differ between ranks (bitwise) and
- * results that differ from a reference (integers exactly, floats within a tolerance).
+ * results that differ from a reference (integers exactly, floats within a tolerance, or every bit
+ * of a given expected result).
  */
 #ifndef MPIAR_SIM_H
 #define MPIAR_SIM_H
@@ -24,7 +25,7 @@
 #include <stdint.h>
 
 #include "algorithms/algorithms.h"
-#include "mpiar.h"
+#include "mpiar_types.h"
 
 typedef enum mpiar__sim_collective {
   MPIAR__SIM_ALLREDUCE = 0,
@@ -46,14 +47,23 @@ typedef struct mpiar__sim_config {
   int nan_inputs;    /* floats: put NaNs with rank-specific payloads into the inputs */
   uint64_t seed;
   mpiar__cost_params_t cost;
+  /*
+   * Optional, allreduce with data only. inputs: nranks arrays of count elements used instead of
+   * generated ones. expect: count elements that every rank's result must equal bit for bit (the
+   * serial canonical reduction, for reproducible schedules) instead of the tolerance check.
+   */
+  const void *const *inputs;
+  const void *expect;
 } mpiar__sim_config_t;
 
-/* Defaults: allreduce, float32 sum, data and hazard checks on, alpha 2 us, 10 GB/s, 20 GB/s. */
-#define MPIAR__SIM_CONFIG_INIT                                                          \
-  {                                                                                     \
-    NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, { \
-      2e-6, 1e-10, 5e-11                                                                \
-    }                                                                                   \
+/*
+ * Defaults: allreduce, float32 sum, data and hazard checks on, alpha 2 us, 10 GB/s, 20 GB/s,
+ * generated inputs checked against the serial sum within a tolerance.
+ */
+#define MPIAR__SIM_CONFIG_INIT                                                        \
+  {                                                                                   \
+    NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
+        {2e-6, 1e-10, 5e-11}, NULL, NULL                                              \
   }
 
 typedef struct mpiar__sim_result {

@@ -13,7 +13,7 @@ cmake --install "$build" --prefix "$work/prefix" > "$work/install.log"
 cat > "$work/src/CMakeLists.txt" <<'CMAKE'
 cmake_minimum_required(VERSION 3.18)
 project(consumer C)
-find_package(mpiar 0.1 REQUIRED)
+find_package(mpiar 0.2 REQUIRED)
 add_executable(app app.c)
 target_link_libraries(app PRIVATE mpiar::mpiar)
 CMAKE

@@ -2,6 +2,7 @@
  * mpiar_reduce_local(): argument errors, results against the reference, and the threaded split
  * (MPIAR_NUM_THREADS = 1, 2, 3 and the default-thread setting) giving identical bits.
  */
+#include "base/settings.h"
 #include "kernel_test_util.h"
 
 static mpiar__kernel_table_t ref;
@@ -15,8 +16,13 @@ static void check_errors(void) {
   CHECK_EQ_HEX(mpiar_reduce_local(NULL, NULL, NULL, 0, MPIAR_FLOAT32, MPIAR_SUM), MPIAR_SUCCESS);
   CHECK(strcmp(mpiar_last_error(), "") == 0);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, (mpiar_dtype_t)-1, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
-  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
-  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_OP_COUNT),
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR__DTYPE_COUNT, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
+  /* Counts whose byte length does not fit a size_t are refused, not silently skipped. */
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, SIZE_MAX, MPIAR_INT8, MPIAR_SUM), MPIAR_ERR_INVALID_ARG);
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, SIZE_MAX / 4 + 1, MPIAR_FLOAT32, MPIAR_SUM),
+               MPIAR_ERR_INVALID_ARG);
+  CHECK(strstr(mpiar_last_error(), "too large") != NULL);
+  CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR__OP_COUNT),
                MPIAR_ERR_INVALID_ARG);
   CHECK_EQ_HEX(mpiar_reduce_local(d, a, b, 4, MPIAR_FLOAT32, MPIAR_BXOR), MPIAR_ERR_BAD_DTYPE_OP);
   CHECK(strstr(mpiar_last_error(), "bxor") != NULL);
@@ -37,8 +43,8 @@ static void check_errors(void) {
 /* Every supported pair on a short span: the process table equals the reference. */
 static void check_pairs(void) {
   unsigned char a[8 * 67], b[8 * 67], d[8 * 67], w[8 * 67];
-  for (int dt = 0; dt < MPIAR_DTYPE_COUNT; dt++) {
-    for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
+    for (int op = 0; op < MPIAR__OP_COUNT; op++) {
       if (!mpiar_op_supported((mpiar_dtype_t)dt, (mpiar_op_t)op)) {
         continue;
       }
@@ -73,7 +79,10 @@ static void check_threads(void) {
     static const char *const counts[] = {"1", "2", "3"};
     for (size_t t = 0; t < 3; t++) {
       setenv("MPIAR_NUM_THREADS", counts[t], 1);
-      CHECK(mpiar__kernel_threads() == (int)t + 1);
+      mpiar__settings_reload(); /* settings are read once per process */
+      /* MPIAR_NUM_THREADS is capped at the CPUs this process may use. */
+      int cpus = mpiar__usable_cpus();
+      CHECK(mpiar__kernel_threads() == ((int)t + 1 < cpus ? (int)t + 1 : cpus));
       memset(d, 0, bytes + 8);
       CHECK(mpiar_reduce_local(d + es, a, b, n, dt, MPIAR_SUM) == MPIAR_SUCCESS);
       if (memcmp(d + es, w, n * es) != 0) {
@@ -92,6 +101,7 @@ static void check_threads(void) {
     }
     /* Without the variable, the default set by the executor applies. */
     unsetenv("MPIAR_NUM_THREADS");
+    mpiar__settings_reload(); /* settings are read once per process */
     mpiar__kernel_set_default_threads(2);
 #if defined(MPIAR_HAVE_OPENMP)
     CHECK(mpiar__kernel_threads() == 2);

@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include "base/common.h"
 #include "mpiar.h"
 
 static inline void kv_test_fail(void) {

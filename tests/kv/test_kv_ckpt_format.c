@@ -2,11 +2,17 @@
  * The checkpoint file without MPI: a round trip of integer and string keys of several dtypes
  * with and without momentum; every single-byte change of a small file and every truncation at
  * 1/8 steps detected as MPIAR_ERR_CORRUPT; a missing file, bad magic, other version and extra
- * bytes; and an atomic save that leaves no temporary file and replaces the old file whole.
+ * bytes; an atomic save that leaves no temporary file and replaces the old file whole; a save
+ * whose process is killed half-way leaves the previous checkpoint intact and its temporary file
+ * is gone after the next save; a save running in another process makes a second one fail. With
+ * a directory argument, the fuzz target's seed checkpoints are read too.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kv_test.h"
@@ -96,7 +102,171 @@ static void expect_only(const char *name) {
   closedir(d);
 }
 
-int main(void) {
+/* Count the files of the directory; *other gets the name of one that is not `name`. */
+static int count_files(const char *name, char *other, size_t len) {
+  DIR *d = opendir(dir);
+  KV_EXPECT(d != NULL, "opendir %s", dir);
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+      continue;
+    }
+    n++;
+    if (strcmp(de->d_name, name) != 0) {
+      snprintf(other, len, "%s", de->d_name);
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+/* The pipe a child in the middle of a save writes to before it stops there. */
+static int stopped_fd = -1;
+
+static void stop_here(int sig) {
+  (void)sig;
+  char c = 1;
+  if (write(stopped_fd, &c, 1) != 1) {
+    _exit(4);
+  }
+  for (;;) {
+    pause();
+  }
+}
+
+/*
+ * Run a save in a child process whose file size limit (RLIMIT_FSIZE) ends it after `limit`
+ * bytes of the temporary file: the kernel sends SIGXFSZ in the middle of a write. With `stop`
+ * the child catches the signal and stays there, alive, holding whatever the save holds; without
+ * it the signal kills the child as SIGKILL would, at a known point. @return the child's pid.
+ */
+static pid_t save_in_child(const char *path, mpiar__kv_entry_t *const *ents, size_t n, rlim_t limit,
+                           int stop) {
+  int fds[2];
+  KV_EXPECT(pipe(fds) == 0, "pipe");
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  KV_EXPECT(pid >= 0, "fork");
+  if (pid == 0) {
+    close(fds[0]);
+    stopped_fd = fds[1];
+    struct rlimit rl = {limit, limit};
+    signal(SIGXFSZ, stop ? stop_here : SIG_DFL);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0) {
+      _exit(5);
+    }
+    mpiar__ckpt_write(path, ents, n);
+    _exit(3); /* the save was not interrupted: the parent reports it */
+  }
+  close(fds[1]);
+  if (stop) {
+    char c = 0;
+    KV_EXPECT(read(fds[0], &c, 1) == 1, "the child did not stop in the middle of its save");
+  }
+  close(fds[0]);
+  return pid;
+}
+
+/* Interrupted and concurrent saves (see the file's header). */
+static void check_interrupted_saves(const char *path, mpiar__kv_entry_t *const *ents, size_t n) {
+  /* The store to save is larger than the limit: 100000 bytes of one key. */
+  mpiar__kv_entry_t *big = make(MPIAR_KV_STR("big"), MPIAR_FLOAT32, 25000, 0, 9);
+  mpiar__kv_entry_t *all[8];
+  for (size_t i = 0; i < n; i++) {
+    all[i] = ents[i];
+  }
+  all[n] = big;
+  size_t before_len = 0;
+  unsigned char *before = slurp(path, &before_len);
+  char other[256] = "";
+
+  /* Killed half-way: the previous checkpoint survives, a temporary file is left over. */
+  pid_t pid = save_in_child(path, all, n + 1, 4096, 0);
+  int status = 0;
+  KV_EXPECT(waitpid(pid, &status, 0) == pid, "waitpid");
+  KV_EXPECT(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ,
+            "the saving child was not killed in the middle of its save (status 0x%x)", status);
+  KV_EXPECT_EQ(read_rc(path), MPIAR_SUCCESS);
+  size_t len = 0;
+  unsigned char *now = slurp(path, &len);
+  KV_EXPECT(len == before_len && memcmp(now, before, len) == 0,
+            "the killed save changed the previous checkpoint");
+  free(now);
+  KV_EXPECT(count_files("model.ckpt", other, sizeof other) == 2,
+            "a killed save should leave its temporary file");
+  printf("a save killed after 4096 bytes left '%s'\n", other);
+  /* The next save takes the leftover over: one file remains, the new checkpoint. */
+  KV_OK(mpiar__ckpt_write(path, all, n + 1));
+  expect_only("model.ckpt");
+  mpiar__kv_entry_t **got = NULL;
+  size_t ngot = 0;
+  KV_OK(mpiar__ckpt_read(path, &got, &ngot));
+  KV_EXPECT(ngot == n + 1 && same_entry(got[n], big), "the save after the killed one");
+  mpiar__ckpt_free(got, ngot);
+
+  /* A leftover with other contents (an older, longer temporary file) is truncated, not kept. */
+  char tmp[400];
+  snprintf(tmp, sizeof tmp, "%s%s", path, MPIAR__CKPT_TMP_SUFFIX);
+  unsigned char junk[200000];
+  memset(junk, 0x5A, sizeof junk);
+  spit(tmp, junk, sizeof junk);
+  KV_OK(mpiar__ckpt_write(path, ents, n));
+  expect_only("model.ckpt");
+  KV_EXPECT_EQ(read_rc(path), MPIAR_SUCCESS);
+
+  /* A save in progress in another process: a second save fails and changes nothing. */
+  free(before);
+  before = slurp(path, &before_len);
+  pid = save_in_child(path, all, n + 1, 4096, 1);
+  KV_EXPECT_RC(mpiar__ckpt_write(path, ents, n), MPIAR_ERR_IO);
+  KV_EXPECT(strstr(mpiar_last_error(), "another process is saving") != NULL, "detail: %s",
+            mpiar_last_error());
+  now = slurp(path, &len);
+  KV_EXPECT(len == before_len && memcmp(now, before, len) == 0,
+            "a refused save changed the checkpoint");
+  free(now);
+  /* Once that process is killed, saving works again and no temporary file remains. */
+  kill(pid, SIGKILL);
+  KV_EXPECT(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status), "waitpid");
+  KV_OK(mpiar__ckpt_write(path, all, n + 1));
+  expect_only("model.ckpt");
+  KV_EXPECT_EQ(read_rc(path), MPIAR_SUCCESS);
+  free(before);
+  mpiar__kv_entry_free(big);
+}
+
+/*
+ * The fuzz target's seed checkpoints (tests/fuzz/corpus/ckpt_read, written by
+ * tests/fuzz/make_seeds.py): those named valid-* must load, bad-* must be refused as damaged, so
+ * that the seeds follow the format when it changes.
+ */
+static void check_seeds(const char *seeds) {
+  DIR *d = opendir(seeds);
+  KV_EXPECT(d != NULL, "opendir %s", seeds);
+  int nvalid = 0, nbad = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) != NULL) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", seeds, de->d_name);
+    if (strncmp(de->d_name, "valid-", 6) == 0) {
+      KV_EXPECT(read_rc(p) == MPIAR_SUCCESS, "seed %s: %s", p, mpiar_last_error());
+      nvalid++;
+    } else if (strncmp(de->d_name, "bad-", 4) == 0) {
+      KV_EXPECT(read_rc(p) == MPIAR_ERR_CORRUPT, "seed %s is not refused as damaged", p);
+      nbad++;
+    }
+  }
+  closedir(d);
+  KV_EXPECT(nvalid > 0 && nbad > 0, "no seeds in %s", seeds);
+  printf("%d valid and %d damaged seed checkpoints read as such\n", nvalid, nbad);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    check_seeds(argv[1]);
+  }
   snprintf(dir, sizeof dir, "/tmp/mpiar_kv_ckpt_XXXXXX");
   KV_EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
   char path[320], bad[320];
@@ -194,6 +364,8 @@ int main(void) {
   snprintf(nodir, sizeof nodir, "%s/missing/model.ckpt", dir);
   KV_EXPECT_RC(mpiar__ckpt_write(nodir, ents, n), MPIAR_ERR_IO);
   expect_only("model.ckpt");
+
+  check_interrupted_saves(path, ents, n);
 
   unlink(path);
   rmdir(dir);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/settings.h"
 #include "kv_test.h"
 #include "kvstore/kv_internal.h"
 #include "mpiar_kv.h"
@@ -63,12 +64,15 @@ static void case_options(void) {
 
   /* MPIAR_FUSION_BYTES: malformed is an error naming it; well formed sets the threshold. */
   setenv("MPIAR_FUSION_BYTES", "12Q", 1);
+  mpiar__settings_reload(); /* settings are read once per process */
   KV_EXPECT_RC(mpiar_kv_create(MPI_COMM_WORLD, NULL, &kv), MPIAR_ERR_ENV);
   KV_EXPECT(strstr(mpiar_last_error(), "MPIAR_FUSION_BYTES") != NULL, "detail: %s",
             mpiar_last_error());
   setenv("MPIAR_FUSION_BYTES", "-5", 1);
+  mpiar__settings_reload(); /* settings are read once per process */
   KV_EXPECT_RC(mpiar_kv_create(MPI_COMM_WORLD, NULL, &kv), MPIAR_ERR_ENV);
   setenv("MPIAR_FUSION_BYTES", "3K", 1);
+  mpiar__settings_reload(); /* settings are read once per process */
   KV_OK(mpiar_kv_create(MPI_COMM_WORLD, NULL, &kv));
   size_t fb = 0;
   KV_OK(mpiar_kv_fusion_bytes(kv, &fb));
@@ -82,6 +86,7 @@ static void case_options(void) {
   KV_EXPECT_EQ(fb, 0);
   KV_OK(mpiar_kv_destroy(kv));
   unsetenv("MPIAR_FUSION_BYTES");
+  mpiar__settings_reload(); /* settings are read once per process */
   KV_OK(mpiar_kv_create(MPI_COMM_WORLD, NULL, &kv));
   KV_OK(mpiar_kv_fusion_bytes(kv, &fb));
   KV_EXPECT_EQ(fb, MPIAR_KV_FUSION_DEFAULT);
@@ -176,7 +181,7 @@ static void case_dtype_mismatch(void) {
   } else {
     KV_OK(rc);
   }
-  KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("x"), MPIAR_DTYPE_COUNT, 4, v),
+  KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("x"), MPIAR__DTYPE_COUNT, 4, v),
                MPIAR_ERR_INVALID_ARG);
   KV_EXPECT_RC(mpiar_kv_init(kv, MPIAR_KV_STR("y"), (mpiar_dtype_t)-1, 4, v),
                MPIAR_ERR_INVALID_ARG);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/common.h"
 #include "mpiar.h"
 
 static int mt_failures;

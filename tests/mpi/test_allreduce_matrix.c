@@ -14,6 +14,7 @@
 #include "reduce_kernels/kernels.h"
 
 static int rank, nranks;
+static size_t case_segment; /* segment_bytes of the cases run (0: the selector's) */
 
 static int is_float(mpiar_dtype_t t) {
   return t == MPIAR_FLOAT16 || t == MPIAR_BFLOAT16 || t == MPIAR_FLOAT32 || t == MPIAR_FLOAT64;
@@ -144,27 +145,55 @@ static uint64_t fnv(const void *p, size_t n) {
 /*
  * Bitwise identity across ranks: each case records a hash of its result, and all hashes are
  * compared at the end in one exchange (a collective per case would dominate oversubscribed runs).
+ * Every case is recorded; the list grows as needed.
  */
-#define MAX_CASES 8192
-static uint64_t case_hash[MAX_CASES];
-static char case_name[MAX_CASES][96];
-static int ncases;
+typedef struct case_record {
+  uint64_t hash;
+  char name[96];
+} case_record_t;
+static case_record_t *cases;
+static int ncases, case_capacity;
 
 static void record_result(const void *buf, size_t bytes, const char *name) {
-  if (ncases < MAX_CASES) {
-    case_hash[ncases] = fnv(buf, bytes);
-    snprintf(case_name[ncases], sizeof case_name[ncases], "%s", name);
-    ncases++;
+  if (ncases == case_capacity) {
+    int cap = case_capacity ? 2 * case_capacity : 1024;
+    case_record_t *grown = realloc(cases, (size_t)cap * sizeof *grown);
+    if (grown == NULL) {
+      MT_CHECK(0, "no memory to record case %d (%s)", ncases, name);
+      return;
+    }
+    cases = grown;
+    case_capacity = cap;
   }
+  cases[ncases].hash = fnv(buf, bytes);
+  snprintf(cases[ncases].name, sizeof cases[ncases].name, "%s", name);
+  ncases++;
 }
 
 static void check_identical_everywhere(void) {
-  static uint64_t lo[MAX_CASES], hi[MAX_CASES];
-  MPI_Allreduce(case_hash, lo, ncases, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(case_hash, hi, ncases, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  for (int i = 0; i < ncases; i++) {
-    MT_CHECK(lo[i] == hi[i], "%s: results differ between ranks", case_name[i]);
+  /* Every rank ran the same cases in the same order; the counts must agree too. */
+  int lo_n = 0, hi_n = 0;
+  MPI_Allreduce(&ncases, &lo_n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&ncases, &hi_n, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MT_CHECK(lo_n == hi_n, "ranks recorded %d to %d cases", lo_n, hi_n);
+  uint64_t *mine = malloc(((size_t)lo_n + 1) * sizeof *mine);
+  uint64_t *lo = malloc(((size_t)lo_n + 1) * sizeof *lo);
+  uint64_t *hi = malloc(((size_t)lo_n + 1) * sizeof *hi);
+  if (mine == NULL || lo == NULL || hi == NULL) {
+    MT_CHECK(0, "no memory to compare %d cases", lo_n);
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  for (int i = 0; i < lo_n; i++) {
+    mine[i] = cases[i].hash;
+  }
+  MPI_Allreduce(mine, lo, lo_n, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(mine, hi, lo_n, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  for (int i = 0; i < lo_n; i++) {
+    MT_CHECK(lo[i] == hi[i], "%s: results differ between ranks", cases[i].name);
+  }
+  free(mine);
+  free(lo);
+  free(hi);
 }
 
 static void fill(mpiar_dtype_t t, mpiar_op_t op, int random, int r, void *buf, size_t n) {
@@ -272,6 +301,7 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
   }
   mpiar_options_t opts = MPIAR_OPTIONS_INIT;
   opts.algorithm = alg;
+  opts.segment_bytes = case_segment;
   int rc = mpiar_allreduce_ex(in_place ? MPIAR_IN_PLACE : send, recv, count, t, op, MPI_COMM_WORLD,
                               &opts);
   MT_CHECK(rc == MPIAR_SUCCESS, "%s %s %s count %zu in_place %d: %s: %s", alg, mpiar_dtype_name(t),
@@ -334,7 +364,7 @@ static void run_case(const char *alg, mpiar_dtype_t t, mpiar_op_t op, size_t cou
  * agree. NaN payloads make the order visible (an operation returns its first NaN operand).
  */
 static void check_rank0_first(void) {
-  enum { N = 1001 };
+  enum { N = 8001 };
   static float x[2][N], got[N], want[N];
   for (int r = 0; r < 2; r++) {
     for (size_t i = 0; i < N; i++) {
@@ -347,7 +377,7 @@ static void check_rank0_first(void) {
   for (int a = 0; a <= nalg + 1; a++) {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
     opts.algorithm = a < nalg ? mpiar_algorithm_name(a) : a == nalg ? "auto" : "ring";
-    opts.segment_bytes = a == nalg + 1 ? 64 : 0; /* the segmented ring */
+    opts.segment_bytes = a == nalg + 1 ? 4096 : 0; /* the segmented ring */
     for (size_t o = 0; o < 3; o++) {
       for (int ip = 0; ip < 2; ip++) {
         MT_RC(MPIAR_SUCCESS, mpiar_reduce_local(want, x[0], x[1], N, MPIAR_FLOAT32, ops[o]));
@@ -373,11 +403,18 @@ int main(int argc, char **argv) {
 
   int nalg = mpiar_algorithm_count();
   MT_CHECK(nalg >= 3, "registry has %d algorithms", nalg);
+  if (rank == 0) {
+    printf("allreduce matrix on %d ranks%s: %d algorithms and auto x every dtype and op x counts "
+           "0, 1, p-1, p, p+1, 1009%s x in place and not; %s of data per dtype (sum, and bxor "
+           "or random floats)\n",
+           nranks, quick ? " (--quick)" : "", nalg,
+           quick ? " (two per dtype and op, rotating)" : "", quick ? "64 KiB" : "1 MiB");
+  }
   for (int a = 0; a <= nalg; a++) {
     /* The registry's algorithms, then "auto". */
     const char *alg = a < nalg ? mpiar_algorithm_name(a) : "auto";
-    for (int t = 0; t < MPIAR_DTYPE_COUNT; t++) {
-      for (int op = 0; op < MPIAR_OP_COUNT; op++) {
+    for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
+      for (int op = 0; op < MPIAR__OP_COUNT; op++) {
         if (!mpiar_op_supported((mpiar_dtype_t)t, (mpiar_op_t)op)) {
           continue;
         }
@@ -406,12 +443,23 @@ int main(int argc, char **argv) {
       }
     }
   }
+  /* The segmented ring, with the smallest segments accepted (4 KiB), on the large counts. */
+  case_segment = 4096;
+  for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
+    size_t big = ((size_t)1 << (quick ? 16 : 20)) / mpiar_dtype_size((mpiar_dtype_t)t) + 5;
+    run_case("ring", (mpiar_dtype_t)t, MPIAR_SUM, big, t % 2, 0);
+    if (is_float((mpiar_dtype_t)t)) {
+      run_case("ring", (mpiar_dtype_t)t, MPIAR_AVG, big, (t + 1) % 2, 1);
+    }
+  }
+  case_segment = 0;
   if (nranks == 2) {
     check_rank0_first();
   }
   check_identical_everywhere();
   if (rank == 0) {
-    printf("%d cases\n", ncases);
+    printf("%d cases run, every result compared bit for bit across the %d ranks\n", ncases, nranks);
   }
+  free(cases);
   return mt_finish("allreduce matrix");
 }

@@ -29,6 +29,20 @@ int main(int argc, char **argv) {
   }
   if (rc == MPIAR_SUCCESS) {
     MT_CHECK(v[99] == (double)size, "sum %g", v[99]);
+  } else {
+    /* A malformed setting is an error wherever it is read: also when the call names an
+     * algorithm (which MPIAR_ALGORITHM would not decide), and for the other entry points. */
+    mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+    opts.algorithm = "ring";
+    int rc2 = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, 100, MPIAR_FLOAT64, MPIAR_SUM, MPI_COMM_WORLD,
+                                 &opts);
+    MT_CHECK(rc2 == rc, "with the algorithm named: %s (%s)", mpiar_err_name(rc2),
+             mpiar_last_error());
+    MT_CHECK(mpiar_bcast(v, 100, MPIAR_FLOAT64, 0, MPI_COMM_WORLD) == rc, "bcast: %s",
+             mpiar_last_error());
+    const char *alg = NULL;
+    size_t seg = 0;
+    MT_CHECK(mpiar_select(1024, size, &alg, &seg) == rc, "select: %s", mpiar_last_error());
   }
   if (argc > 3) {
     const char *alg = NULL;

@@ -1,7 +1,9 @@
 /*
- * Deadline: the last rank arrives 2 s late; the others, with a 300 ms deadline, return
- * MPIAR_ERR_TIMEOUT within deadline + 1 s, with a detail naming the waiting step and the peer.
- * The broken communicator then refuses further calls, and a fresh one works.
+ * Deadline: the last rank arrives 2 s late; the others, with a 300 ms deadline, return within
+ * seconds (never before the deadline): MPIAR_ERR_TIMEOUT with a detail naming the waiting step and
+ * the peer, or MPIAR_ERR_COMM_BROKEN when another rank timed out first and told them (its detail
+ * then names that rank's timeout). The broken communicator then refuses further calls, and a
+ * fresh one works.
  */
 #include <unistd.h>
 
@@ -28,18 +30,25 @@ int main(int argc, char **argv) {
     /* Its partners have given up: it may finish (their first messages reached it) or time
      * out; either way it must return. */
     int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, comm, &opts);
-    MT_CHECK(rc == MPIAR_SUCCESS || rc == MPIAR_ERR_TIMEOUT, "late rank: %s", mpiar_err_name(rc));
+    MT_CHECK(rc == MPIAR_SUCCESS || rc == MPIAR_ERR_TIMEOUT || rc == MPIAR_ERR_COMM_BROKEN,
+             "late rank: %s", mpiar_err_name(rc));
   } else {
     double t0 = MPI_Wtime();
     int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, comm, &opts);
     double elapsed = MPI_Wtime() - t0;
-    MT_CHECK(rc == MPIAR_ERR_TIMEOUT, "expected a timeout, got %s", mpiar_err_name(rc));
-    MT_CHECK(elapsed >= 0.29 && elapsed < 1.3, "returned after %.3f s", elapsed);
+    MT_CHECK(rc == MPIAR_ERR_TIMEOUT || rc == MPIAR_ERR_COMM_BROKEN,
+             "expected a timeout, got %s", mpiar_err_name(rc));
+    /* Seconds of slack: the suite runs on busy machines and under sanitizers. */
+    MT_CHECK(elapsed >= 0.29 && elapsed < 5.0, "returned after %.3f s", elapsed);
     const char *d = mpiar_last_error();
     char me[32];
     snprintf(me, sizeof me, "rank %d", mt_rank);
-    MT_CHECK(strstr(d, me) != NULL && strstr(d, "step") != NULL && strstr(d, "timed out"),
-             "detail: %s", d);
+    if (rc == MPIAR_ERR_TIMEOUT) {
+      MT_CHECK(strstr(d, me) != NULL && strstr(d, "step") != NULL && strstr(d, "timed out"),
+               "detail: %s", d);
+    } else {
+      MT_CHECK(strstr(d, "failed") != NULL && strstr(d, "timed out") != NULL, "detail: %s", d);
+    }
     /* Whoever it waits on, the detail names a peer rank. */
     MT_CHECK(strstr(d, "from rank") != NULL || strstr(d, "to rank") != NULL, "detail: %s", d);
     if (mt_rank == 0) {

@@ -22,6 +22,7 @@ COLUMNS = [
     "bytes", "count", "dtype", "op", "nranks", "inplace", "algorithm", "selected", "iters",
     "warmup", "time_us_median", "time_us_min", "time_us_max", "algbw_GBps", "busbw_GBps",
     "limit_bytes", "limit_us", "limit_GBps", "busbw_pct_limit", "speedup_vs_mpi", "failures",
+    "limit_plan",
 ]
 
 errors = []
@@ -115,6 +116,11 @@ def main():
             lim_bytes = int(g["limit_bytes"])
             check(lim_bytes == math.ceil(2 * (p - 1) * size / p), where + ": limit bytes")
             if p > 1:
+                # The limit's plan: the exchange or one of the compared algorithms' schedules.
+                plan = g["limit_plan"].split("/seg=")[0]
+                picks = {x["selected"] for x in group}
+                check(plan == "exchange" or plan in algs or plan in picks,
+                      where + ": limit plan '%s'" % g["limit_plan"])
                 lim_bw = float(g["limit_GBps"])
                 check(close(lim_bw, lim_bytes / (float(g["limit_us"]) * 1e-6) / 1e9, 1e-6),
                       where + ": limit bandwidth")
@@ -150,6 +156,11 @@ def main():
             check(v["failures"] == 0, "JSON %d %s: failures" % (size, a))
         if "auto" in algs:
             check(res["auto_selected"] == group["auto"]["selected"], "JSON %d: auto pick" % size)
+        if p > 1 and group:
+            first = next(iter(group.values()))
+            check(res["limit"]["plan"] == first["limit_plan"], "JSON/CSV %d: limit plan" % size)
+            check(close(res["limit"]["time_us"], float(first["limit_us"]), 1e-6),
+                  "JSON/CSV %d: limit time" % size)
 
     summary = doc["summary"]
     for key in ("ranges", "median_speedup_vs_mpi", "large_busbw_pct_limit", "auto_vs_mpi_worst",

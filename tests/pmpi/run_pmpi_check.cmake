@@ -13,6 +13,8 @@
 #       threads      compare, for the --threads program
 #       fail-return  MPIAR_ALGORITHM names no algorithm: the call returns MPI_ERR_OTHER
 #       fail-fatal   the same with the default error handler: the job must abort
+#       allocs       ALLOCS_EXE (pmpi_allocs) preloaded: no allocation of the interposer's per warm
+#                    logical call beyond what a bitwise call makes
 
 cmake_minimum_required(VERSION 3.18)
 
@@ -229,6 +231,18 @@ elseif(MODE STREQUAL "fail-fatal")
     if(text MATCHES "fail-mode")
       message(FATAL_ERROR "the program continued after a fatal error:\n${text}")
     endif()
+  endif()
+elseif(MODE STREQUAL "allocs")
+  run(allocs "${ALLOCS_EXE}" ENV ${preload} "MPIAR_PMPI_STATS=${WORKDIR}/stats.txt")
+  require_success(allocs)
+  if(NOT allocs_output MATCHES "MPI_LAND [0-9]+, MPI_BOR [0-9]+; wrong elements 0: ok")
+    message(FATAL_ERROR "unexpected output of pmpi_allocs:\n${allocs_output}")
+  endif()
+  # Every call went through mpiar: 2 x (3 + 50) per rank.
+  parse_stats(got "${WORKDIR}/stats.txt")
+  math(EXPR want "${NP} * 106")
+  if(NOT got_accelerated.calls EQUAL want)
+    message(FATAL_ERROR "${got_accelerated.calls} calls accelerated, expected ${want}")
   endif()
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")

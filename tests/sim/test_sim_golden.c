@@ -25,6 +25,10 @@ static const gcase_t cases[] = {
     {"rabenseifner_fold_p3_n6_r1.txt", "rabenseifner_fold", 0, 3, 1, 0, 0, 6, 0},
     {"recursive_doubling_p3_n5_r0.txt", "recursive_doubling", 0, 3, 0, 0, 0, 5, 0},
     {"recursive_doubling_p3_n5_inplace_r1.txt", "recursive_doubling", 0, 3, 1, 1, 0, 5, 0},
+    {"repro_direct_p5_n11_r4.txt", "repro_direct", 0, 5, 4, 0, 0, 11, 0},
+    {"repro_direct_p3_n9_seg2_inplace_r1.txt", "repro_direct", 0, 3, 1, 1, 0, 9, 2},
+    {"repro_rabenseifner_p6_n12_r1.txt", "repro_rabenseifner", 0, 6, 1, 0, 0, 12, 0},
+    {"repro_rabenseifner_p6_n12_inplace_r4.txt", "repro_rabenseifner", 0, 6, 4, 1, 0, 12, 0},
     {"bcast_binomial_p6_root2_r3.txt", "binomial", 1, 6, 3, 1, 2, 7, 0},
     {"bcast_scatter_allgather_p5_root1_r2.txt", "scatter_allgather", 1, 5, 2, 1, 1, 11, 0},
 };

@@ -1,14 +1,14 @@
 /* Datatype and operation names, sizes and the table of which operations each type supports. */
 #include <string.h>
 
-#include "core/common.h"
+#include "base/common.h"
 
 static const struct {
   const char *name;
   const char *short_name;
   size_t size;
   int floating;
-} dtypes[MPIAR_DTYPE_COUNT] = {
+} dtypes[MPIAR__DTYPE_COUNT] = {
     [MPIAR_INT8] = {"int8", "i8", 1, 0},        [MPIAR_UINT8] = {"uint8", "u8", 1, 0},
     [MPIAR_INT32] = {"int32", "i32", 4, 0},     [MPIAR_UINT32] = {"uint32", "u32", 4, 0},
     [MPIAR_INT64] = {"int64", "i64", 8, 0},     [MPIAR_UINT64] = {"uint64", "u64", 8, 0},
@@ -16,28 +16,28 @@ static const struct {
     [MPIAR_FLOAT32] = {"float32", "f32", 4, 1}, [MPIAR_FLOAT64] = {"float64", "f64", 8, 1},
 };
 
-static const char *const op_names[MPIAR_OP_COUNT] = {
+static const char *const op_names[MPIAR__OP_COUNT] = {
     [MPIAR_SUM] = "sum",   [MPIAR_PROD] = "prod", [MPIAR_MIN] = "min",   [MPIAR_MAX] = "max",
     [MPIAR_BAND] = "band", [MPIAR_BOR] = "bor",   [MPIAR_BXOR] = "bxor", [MPIAR_AVG] = "avg",
 };
 
 size_t mpiar_dtype_size(mpiar_dtype_t dtype) {
-  return ((unsigned)dtype < MPIAR_DTYPE_COUNT) ? dtypes[dtype].size : 0;
+  return ((unsigned)dtype < MPIAR__DTYPE_COUNT) ? dtypes[dtype].size : 0;
 }
 
 const char *mpiar_dtype_name(mpiar_dtype_t dtype) {
-  return ((unsigned)dtype < MPIAR_DTYPE_COUNT) ? dtypes[dtype].name : NULL;
+  return ((unsigned)dtype < MPIAR__DTYPE_COUNT) ? dtypes[dtype].name : NULL;
 }
 
 const char *mpiar_op_name(mpiar_op_t op) {
-  return ((unsigned)op < MPIAR_OP_COUNT) ? op_names[op] : NULL;
+  return ((unsigned)op < MPIAR__OP_COUNT) ? op_names[op] : NULL;
 }
 
 int mpiar_dtype_from_name(const char *name, mpiar_dtype_t *dtype) {
   if (name == NULL || dtype == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "null datatype name or result pointer");
   }
-  for (int i = 0; i < MPIAR_DTYPE_COUNT; i++) {
+  for (int i = 0; i < MPIAR__DTYPE_COUNT; i++) {
     if (strcmp(name, dtypes[i].name) == 0 || strcmp(name, dtypes[i].short_name) == 0) {
       *dtype = (mpiar_dtype_t)i;
       return MPIAR_SUCCESS;
@@ -50,7 +50,7 @@ int mpiar_op_from_name(const char *name, mpiar_op_t *op) {
   if (name == NULL || op == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "null operation name or result pointer");
   }
-  for (int i = 0; i < MPIAR_OP_COUNT; i++) {
+  for (int i = 0; i < MPIAR__OP_COUNT; i++) {
     if (strcmp(name, op_names[i]) == 0) {
       *op = (mpiar_op_t)i;
       return MPIAR_SUCCESS;
@@ -60,7 +60,7 @@ int mpiar_op_from_name(const char *name, mpiar_op_t *op) {
 }
 
 int mpiar_op_supported(mpiar_dtype_t dtype, mpiar_op_t op) {
-  if ((unsigned)dtype >= MPIAR_DTYPE_COUNT || (unsigned)op >= MPIAR_OP_COUNT) {
+  if ((unsigned)dtype >= MPIAR__DTYPE_COUNT || (unsigned)op >= MPIAR__OP_COUNT) {
     return 0;
   }
   switch (op) {

@@ -7,7 +7,11 @@
 
 #include <stddef.h>
 
-#include "mpiar.h"
+#include "mpiar_types.h"
+
+/* Numbers of element types and operations (the public enums end at MPIAR_FLOAT64 / MPIAR_AVG). */
+#define MPIAR__DTYPE_COUNT ((int)MPIAR_FLOAT64 + 1)
+#define MPIAR__OP_COUNT ((int)MPIAR_AVG + 1)
 
 #if defined(__GNUC__)
 #define MPIAR__PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -44,18 +48,5 @@ void mpiar__error_clear(void);
     rc = mpiar__error((code), __VA_ARGS__); \
     goto cleanup;                           \
   } while (0)
-
-/*
- * Read an environment variable as a non-negative integer with an optional K/M/G suffix
- * (powers of 1024). Unset or empty: *out = dflt and MPIAR_SUCCESS. Malformed: MPIAR_ERR_ENV with a
- * detail naming the variable.
- */
-int mpiar__env_size(const char *name, size_t dflt, size_t *out);
-
-/* Read an environment variable as an int in [lo, hi]; same rules as mpiar__env_size(). */
-int mpiar__env_int(const char *name, long dflt, long lo, long hi, long *out);
-
-/* Parse "123", "64K", "1M", "2G" (powers of 1024) into *out. @return 0 or -1 if malformed. */
-int mpiar__parse_size(const char *text, size_t *out);
 
 #endif /* MPIAR_COMMON_H */

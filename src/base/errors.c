@@ -2,7 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "core/common.h"
+#include "base/common.h"
 
 /* Long enough for a detail naming a rank, an algorithm, a step and a peer. */
 #define MPIAR__DETAIL_MAX 512
@@ -49,12 +49,8 @@ const char *mpiar_err_name(int err) {
   }
 }
 
-#define MPIAR__STR2(x) #x
-#define MPIAR__STR(x) MPIAR__STR2(x)
-
 const char *mpiar_version(void) {
-  return MPIAR__STR(MPIAR_VERSION_MAJOR) "." MPIAR__STR(MPIAR_VERSION_MINOR) "." MPIAR__STR(
-      MPIAR_VERSION_PATCH);
+  return MPIAR_VERSION_STRING;
 }
 
 unsigned mpiar_version_hex(void) {

@@ -1,0 +1,510 @@
+/*
+ * The public collective calls. Blocking, nonblocking and persistent forms share one path: check
+ * the arguments, enter the communicator's context, select the algorithm, find the plan, make a
+ * request; then start it (and, when blocking, wait for it) on the one executor.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+#include "reduce_kernels/kernels.h"
+
+/* Everything a collective call names. */
+typedef struct call {
+  int coll; /* mpiar__coll_t */
+  const char *fn;
+  const void *in;
+  void *out;
+  size_t count;
+  mpiar_dtype_t dtype;
+  mpiar_op_t op;
+  int root;
+  MPI_Comm comm;
+  mpiar_options_t opts; /* the caller's, completed with defaults */
+} call_t;
+
+/* Report a new choice once per communicator (rank 0 only) under MPIAR_DEBUG=1. */
+static void report_choice(mpiar__context_t *ctx, const char *coll, const char *name,
+                          const void *builder, size_t bytes, size_t segment_elems,
+                          size_t elem_size) {
+  if (ctx->rank != 0) {
+    return;
+  }
+  size_t bucket = 0;
+  while (bucket < 64 && ((size_t)1 << bucket) < bytes) {
+    bucket++;
+  }
+  for (int i = 0; i < ctx->nreported; i++) {
+    if (ctx->reported[i].builder == builder && ctx->reported[i].segment_elems == segment_elems &&
+        ctx->reported[i].bytes_bucket == bucket) {
+      return;
+    }
+  }
+  int slot = ctx->nreported < 16 ? ctx->nreported++ : (int)(bucket % 16);
+  ctx->reported[slot].builder = builder;
+  ctx->reported[slot].segment_elems = segment_elems;
+  ctx->reported[slot].bytes_bucket = bucket;
+  fprintf(stderr, "mpiar: %s of %zu bytes on %d ranks: %s, segment %zu bytes\n", coll, bytes,
+          ctx->size, name, segment_elems * elem_size);
+}
+
+/* The caller's options, checked: struct_size tells which fields the caller's header had. */
+static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const char *fn) {
+  static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
+  *out = defaults;
+  if (opts == NULL) {
+    return MPIAR_SUCCESS;
+  }
+  size_t need = offsetof(mpiar_options_t, timeout_ms) + sizeof(int);
+  if (opts->struct_size < need || opts->struct_size > 4096) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "%s: the options were not initialised with MPIAR_OPTIONS_INIT (size field "
+                        "%zu)",
+                        fn, opts->struct_size);
+  }
+  memcpy(out, opts, opts->struct_size < sizeof *out ? opts->struct_size : sizeof *out);
+  out->struct_size = sizeof *out;
+  if (out->check < -1 || out->check > 1 || out->reproducible < -1 || out->reproducible > 1) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: options check and reproducible are -1, 0 or 1",
+                        fn);
+  }
+  return MPIAR_SUCCESS;
+}
+
+/* Checks that need no communicator: settings, datatype, count, buffers, operation. */
+static int check_args(const call_t *c, const mpiar__settings_t **set) {
+  int rc = mpiar__settings(set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if ((rc = mpiar__check_env_algorithm(*set)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  size_t es = mpiar_dtype_size(c->dtype);
+  if (es == 0) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid datatype %d", c->fn, (int)c->dtype);
+  }
+  if (c->count > SIZE_MAX / es / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: count %zu of %zu-byte elements is too large",
+                        c->fn, c->count, es);
+  }
+  if (c->count > 0 && c->out == NULL) {
+    return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL buffer with count %zu", c->fn, c->count);
+  }
+  if (c->coll == MPIAR__COLL_ALLREDUCE) {
+    if ((unsigned)c->op >= (unsigned)MPIAR__OP_COUNT) {
+      return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid operation %d", c->fn, (int)c->op);
+    }
+    if (!mpiar_op_supported(c->dtype, c->op)) {
+      return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "%s: operation %s is not defined on %s", c->fn,
+                          mpiar_op_name(c->op), mpiar_dtype_name(c->dtype));
+    }
+    int in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
+    if (!in_place && c->count > 0) {
+      if (c->in == NULL) {
+        return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL send buffer with count %zu", c->fn,
+                            c->count);
+      }
+      size_t bytes = c->count * es;
+      uintptr_t s = (uintptr_t)c->in, r = (uintptr_t)c->out;
+      if (s < r + bytes && r < s + bytes) {
+        return mpiar__error(MPIAR_ERR_OVERLAP,
+                            "%s: send buffer %p and receive buffer %p overlap partially over %zu "
+                            "bytes",
+                            c->fn, c->in, (void *)c->out, bytes);
+      }
+    }
+  }
+  return mpiar__kernels_init();
+}
+
+/* The deadline in ms from the options (0 = environment, < 0 = none); 0 means none. */
+static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
+  if (c->opts.timeout_ms > 0) {
+    return c->opts.timeout_ms;
+  }
+  return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
+}
+
+/*
+ * The segment in elements a plan uses: at least MPIAR__SEGMENT_MIN bytes, and large enough that a
+ * ring block (count / p elements) has at most MPIAR__SEGMENTS_MAX segments, so a plan's size stays
+ * bounded whatever is asked.
+ */
+#define MPIAR__SEGMENTS_MAX 1024
+static size_t segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
+  if (seg_bytes == 0) {
+    return 0;
+  }
+  if (seg_bytes < MPIAR__SEGMENT_MIN) {
+    seg_bytes = MPIAR__SEGMENT_MIN;
+  }
+  size_t seg = (seg_bytes + es - 1) / es;
+  size_t block = (count + (size_t)nranks - 1) / (size_t)nranks;
+  size_t floor = (block + MPIAR__SEGMENTS_MAX - 1) / MPIAR__SEGMENTS_MAX;
+  return seg > floor ? seg : floor;
+}
+
+/*
+ * The registry index of an algorithm, for the argument check: allreduce and broadcast entries by
+ * their position (the collective is another field), research variants (reproducible mode) after
+ * the registry.
+ */
+static uint64_t algorithm_index(const mpiar__algorithm_t *alg) {
+  if (alg >= mpiar__algorithms && alg < mpiar__algorithms + mpiar__algorithm_count) {
+    return (uint64_t)(alg - mpiar__algorithms);
+  }
+  if (alg >= mpiar__algorithm_variants &&
+      alg < mpiar__algorithm_variants + mpiar__algorithm_variant_count) {
+    return (uint64_t)mpiar__algorithm_count + (uint64_t)(alg - mpiar__algorithm_variants);
+  }
+  if (alg >= mpiar__bcast_algorithms &&
+      alg < mpiar__bcast_algorithms + mpiar__bcast_algorithm_count) {
+    return (uint64_t)(alg - mpiar__bcast_algorithms);
+  }
+  return 1000;
+}
+
+/*
+ * Everything before the start: arguments, context (entered on success), selection, plan, a
+ * request holding the buffers. On success the caller owns *out and is inside the context.
+ */
+static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out) {
+  const mpiar__settings_t *set = NULL;
+  int rc = check_args(c, &set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  long timeout_ms = deadline_ms(c, set);
+  mpiar__context_t *ctx = NULL;
+  if ((rc = mpiar__context_enter(c->comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  size_t es = mpiar_dtype_size(c->dtype);
+  size_t bytes = c->count * es;
+  const mpiar__algorithm_t *alg = NULL;
+  size_t seg_bytes = 0;
+  int in_place = 1;
+  int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
+  if (c->coll == MPIAR__COLL_BCAST) {
+    if (c->root < 0 || c->root >= ctx->size) {
+      rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
+                        c->fn, c->root, ctx->size);
+      goto fail;
+    }
+    rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->size, &alg);
+  } else {
+    in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
+    int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
+                    c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
+                    set->segment_bytes == 0;
+    if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
+        ctx->last_choice.elem_size == es && ctx->last_choice.reproducible == reproducible &&
+        (!reproducible || ctx->last_choice.dtype == c->dtype)) {
+      alg = ctx->last_choice.alg;
+      seg_bytes = ctx->last_choice.segment_bytes;
+    } else {
+      if (automatic && reproducible) {
+        mpiar__select_reproducible(bytes, c->dtype, ctx->size, &alg, &seg_bytes);
+      } else {
+        rc = mpiar__select(set, c->opts.algorithm, c->opts.segment_bytes, bytes, es, ctx->size,
+                           &alg, &seg_bytes);
+      }
+      if (rc == MPIAR_SUCCESS && automatic) {
+        ctx->last_choice.valid = 1;
+        ctx->last_choice.bytes = bytes;
+        ctx->last_choice.elem_size = es;
+        ctx->last_choice.reproducible = reproducible;
+        ctx->last_choice.dtype = c->dtype;
+        ctx->last_choice.alg = alg;
+        ctx->last_choice.segment_bytes = seg_bytes;
+      }
+    }
+  }
+  if (rc != MPIAR_SUCCESS) {
+    goto fail;
+  }
+  if (reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
+    /* The canonical order whatever was selected: the algorithm or its reproducible replacement
+     * (which keeps the segment size). */
+    alg = mpiar__algorithm_reproducible(alg, ctx->size, c->dtype);
+  }
+  mpiar__plan_key_t key = {
+      .coll = c->coll,
+      .count = c->count,
+      .elem_size = es,
+      .builder = alg,
+      .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED)
+                           ? segment_elems(seg_bytes, c->count, es, ctx->size)
+                           : 0,
+      .in_place = in_place,
+      .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
+  };
+  mpiar__plan_t *plan = NULL;
+  size_t built = mpiar__plans_built;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+    goto fail;
+  }
+  if (mpiar__plans_built != built && set->debug) {
+    report_choice(ctx, c->coll == MPIAR__COLL_BCAST ? "bcast" : "allreduce", alg->name, alg, bytes,
+                  key.segment_elems, es);
+  }
+  mpiar__request_t *r = NULL;
+  if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
+    goto fail;
+  }
+  r->dtype = c->dtype;
+  /* AVG travels as a sum and is divided by the final reduction of each element. */
+  r->kop = c->op == MPIAR_AVG ? MPIAR_SUM : c->op;
+  r->average = c->coll == MPIAR__COLL_ALLREDUCE && c->op == MPIAR_AVG;
+  r->in = c->in;
+  r->out = c->out;
+  r->base[MPIAR__BUF_INPUT] = (char *)(in_place ? c->out : c->in);
+  r->base[MPIAR__BUF_OUTPUT] = (char *)c->out;
+  r->base[MPIAR__BUF_SCRATCH] = (char *)r->scratch;
+  r->timeout_ms = timeout_ms;
+  r->check = c->opts.check >= 0 ? c->opts.check : set->check;
+  r->signature[0] = (uint64_t)c->coll;
+  r->signature[1] = (uint64_t)c->count;
+  r->signature[2] = (uint64_t)es;
+  r->signature[3] = (uint64_t)c->dtype;
+  r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
+  r->signature[5] = algorithm_index(alg);
+  r->signature[6] = (uint64_t)key.segment_elems;
+  r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
+  *ctx_out = ctx;
+  *out = r;
+  return MPIAR_SUCCESS;
+fail:
+  mpiar__context_leave(ctx);
+  return rc;
+}
+
+int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
+                              mpiar_op_t op, long timeout_ms) {
+  const mpiar__settings_t *set = NULL;
+  mpiar__settings(&set);
+  size_t es = mpiar_dtype_size(dtype);
+  const mpiar__algorithm_t *alg = NULL;
+  size_t seg = 0;
+  mpiar__settings_t automatic = *set;
+  automatic.algorithm[0] = '\0';
+  automatic.segment_bytes = 0;
+  int rc = mpiar__select(&automatic, NULL, 0, count * es, es, ctx->size, &alg, &seg);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
+                           .count = count,
+                           .elem_size = es,
+                           .builder = alg,
+                           .segment_elems = 0,
+                           .in_place = 1,
+                           .root = -1};
+  mpiar__plan_t *plan = NULL;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__request_t *r = NULL;
+  if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  r->dtype = dtype;
+  r->kop = op;
+  r->in = r->out = buf;
+  r->base[MPIAR__BUF_INPUT] = r->base[MPIAR__BUF_OUTPUT] = buf;
+  r->base[MPIAR__BUF_SCRATCH] = r->scratch;
+  r->timeout_ms = timeout_ms;
+  ctx->refs++;
+  if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
+    mpiar__request_release(r);
+  } else {
+    mpiar_request_t h = r;
+    rc = mpiar__wait_one(&h);
+  }
+  ctx->refs--;
+  return rc;
+}
+
+/* Blocking: prepare, start, wait. */
+static int run_blocking(call_t *c) {
+  mpiar__context_t *ctx = NULL;
+  mpiar__request_t *r = NULL;
+  int rc = prepare(c, &ctx, &r);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  ctx->refs++;
+  if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
+    mpiar__request_release(r);
+  } else {
+    mpiar_request_t h = r;
+    rc = mpiar__wait_one(&h);
+  }
+  mpiar__context_leave(ctx);
+  mpiar__context_unref(ctx);
+  return rc;
+}
+
+/* Nonblocking (start now) or persistent (start later). */
+static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
+  if (req == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: the request pointer is NULL", c->fn);
+  }
+  *req = MPIAR_REQUEST_NULL;
+  mpiar__context_t *ctx = NULL;
+  mpiar__request_t *r = NULL;
+  int rc = prepare(c, &ctx, &r);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  r->persistent = persistent;
+  if (!persistent && (rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
+    ctx->refs++;
+    mpiar__request_release(r);
+    mpiar__context_leave(ctx);
+    mpiar__context_unref(ctx);
+    return rc;
+  }
+  *req = r;
+  mpiar__context_leave(ctx);
+  return MPIAR_SUCCESS;
+}
+
+static int start_call(call_t *c, const mpiar_options_t *opts) {
+  mpiar__error_clear();
+  return read_options(opts, &c->opts, c->fn);
+}
+
+#define ALLREDUCE_CALL(name, send, recv, n, t, o, cm)                                          \
+  {                                                                                            \
+    .coll = MPIAR__COLL_ALLREDUCE, .fn = name, .in = (send), .out = (recv), .count = (n),       \
+    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                          \
+  }
+#define BCAST_CALL(name, b, n, t, rt, cm)                                                      \
+  {                                                                                            \
+    .coll = MPIAR__COLL_BCAST, .fn = name, .in = (b), .out = (b), .count = (n), .dtype = (t),  \
+    .op = MPIAR_SUM, .root = (rt), .comm = (cm)                                                \
+  }
+
+int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                       mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts) {
+  call_t c = ALLREDUCE_CALL("mpiar_allreduce", sendbuf, recvbuf, count, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c);
+}
+
+int mpiar_allreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                    mpiar_op_t op, MPI_Comm comm) {
+  return mpiar_allreduce_ex(sendbuf, recvbuf, count, dtype, op, comm, NULL);
+}
+
+int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                   const mpiar_options_t *opts) {
+  call_t c = BCAST_CALL("mpiar_bcast", buf, count, dtype, root, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c);
+}
+
+int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm) {
+  return mpiar_bcast_ex(buf, count, dtype, root, comm, NULL);
+}
+
+int mpiar_iallreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                     mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                     mpiar_request_t *req) {
+  call_t c = ALLREDUCE_CALL("mpiar_iallreduce", sendbuf, recvbuf, count, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 0, req);
+}
+
+int mpiar_ibcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                 const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c = BCAST_CALL("mpiar_ibcast", buf, count, dtype, root, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 0, req);
+}
+
+int mpiar_allreduce_init(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                         mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts,
+                         mpiar_request_t *req) {
+  call_t c = ALLREDUCE_CALL("mpiar_allreduce_init", sendbuf, recvbuf, count, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
+}
+
+int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
+                     const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c = BCAST_CALL("mpiar_bcast_init", buf, count, dtype, root, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
+}
+
+int mpiar_start(mpiar_request_t *req) {
+  mpiar__error_clear();
+  if (req == NULL || *req == MPIAR_REQUEST_NULL || (*req)->magic != MPIAR__REQUEST_MAGIC) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_start: not a live request");
+  }
+  mpiar__request_t *r = *req;
+  if (!r->persistent) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "mpiar_start: the request is not persistent (made by mpiar_allreduce_init "
+                        "or mpiar_bcast_init)");
+  }
+  if (r->state != MPIAR__REQ_INACTIVE) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "mpiar_start: the request is active (complete it with mpiar_wait or "
+                        "mpiar_test first)");
+  }
+  int rc = mpiar__context_enter_ctx(r->ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (r->ctx->broken) {
+    rc = mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                      "an earlier failure broke this communicator's context (%s); free it and use "
+                      "a new one",
+                      r->ctx->broken_reason);
+  } else {
+    rc = mpiar__request_start(r);
+  }
+  mpiar__context_leave(r->ctx);
+  return rc;
+}
+
+int mpiar_startall(int n, mpiar_request_t reqs[]) {
+  if (n < 0 || (n > 0 && reqs == NULL)) {
+    mpiar__error_clear();
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_startall: %d requests at %p", n,
+                        (void *)reqs);
+  }
+  for (int i = 0; i < n; i++) {
+    int rc = mpiar_start(&reqs[i]);
+    if (rc != MPIAR_SUCCESS) {
+      return mpiar__error(rc, "request %d: %s", i, mpiar_last_error());
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
+int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts) {
+  mpiar__error_clear();
+  mpiar_options_t o;
+  int rc = read_options(opts, &o, "mpiar_comm_init");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  const mpiar__settings_t *set = NULL;
+  if ((rc = mpiar__settings(&set)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  long timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : (o.timeout_ms < 0 ? 0 : set->timeout_ms);
+  mpiar__context_t *ctx = NULL;
+  if ((rc = mpiar__context_enter(comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__context_leave(ctx);
+  return MPIAR_SUCCESS;
+}

@@ -1,0 +1,575 @@
+/*
+ * Requests: their memory (one block per request, sized by its plan, reused through the plan's
+ * spares), starting (slots and sequence numbers), and the public test / wait / free calls.
+ *
+ * Slots. Operations of one context are numbered in the order they start (the same order on every
+ * rank), and operation s runs in slot s mod nslots, whose number is in every tag of its messages.
+ * A slot is reused only once the operation that had it has finished on this rank; the operation
+ * that reuses it starts after that one on every rank, so every receive of the earlier one matched
+ * before any receive of the later one is posted, and MPI's ordering of messages between two ranks
+ * keeps each message with its own operation. When the slot of a new operation is still busy, the
+ * start advances the context until it frees.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context.h"
+
+size_t mpiar__requests_allocated;
+long mpiar__requests_live;
+
+void mpiar__request_free_mem(mpiar__request_t *r) {
+  if (r != NULL) {
+    __atomic_fetch_sub(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+    free(r);
+  }
+}
+
+/* Idle passes between two scans of unexpected messages (failure notices, wrong lengths). */
+#define MPIAR__SCAN_PASSES 64
+
+static size_t align_up(size_t x, size_t a) {
+  return (x + a - 1) & ~(a - 1);
+}
+
+/* One allocation: the request, then its working arrays, then its scratch (64-byte aligned). */
+static mpiar__request_t *request_alloc(const mpiar__plan_t *plan) {
+  size_t n = plan->sched.nsteps, np = plan->npieces;
+  size_t off = align_up(sizeof(mpiar__request_t), 64);
+  size_t o_pending = off;
+  off += (n + 1) * sizeof(uint32_t);
+  size_t o_ready = off;
+  off += (2 * n + 1) * sizeof(uint32_t);
+  size_t o_left = off;
+  off += (n + 1) * sizeof(uint32_t);
+  size_t o_probing = off;
+  off += (np + 1) * sizeof(uint32_t);
+  size_t o_mpireq_piece = off;
+  off += (np + 1) * sizeof(uint32_t);
+  size_t o_done_idx = off;
+  off += (np + 1) * sizeof(int);
+  off = align_up(off, 16);
+  size_t o_mpireq = off;
+  off += (np + 1) * sizeof(MPI_Request);
+  off = align_up(off, 16);
+  size_t o_statuses = off;
+  off += (np + 1) * sizeof(MPI_Status);
+  size_t o_state = off;
+  off += np + 1;
+  off = align_up(off, 64);
+  size_t o_scratch = off;
+  off += align_up(plan->scratch_bytes, 64);
+  char *block = NULL;
+  if (posix_memalign((void **)&block, 64, off) != 0) {
+    return NULL;
+  }
+  mpiar__request_t *r = (mpiar__request_t *)block;
+  memset(r, 0, sizeof *r);
+  r->pending = (uint32_t *)(block + o_pending);
+  r->ready = (uint32_t *)(block + o_ready);
+  r->piece_left = (uint32_t *)(block + o_left);
+  r->probing = (uint32_t *)(block + o_probing);
+  r->mpireq_piece = (uint32_t *)(block + o_mpireq_piece);
+  r->done_idx = (int *)(block + o_done_idx);
+  r->mpireq = (MPI_Request *)(block + o_mpireq);
+  r->statuses = (MPI_Status *)(block + o_statuses);
+  r->piece_state = (uint8_t *)(block + o_state);
+  r->scratch = plan->scratch_bytes ? block + o_scratch : NULL;
+  __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+  return r;
+}
+
+int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__request_t **out) {
+  mpiar__request_t *r = plan->spare;
+  if (r != NULL) {
+    plan->spare = r->next;
+    plan->nspare--;
+  } else {
+    r = request_alloc(plan);
+    if (r == NULL) {
+      return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request for a %zu-step %s plan",
+                          plan->sched.nsteps, plan->name);
+    }
+  }
+  r->magic = MPIAR__REQUEST_MAGIC;
+  r->ctx = ctx;
+  r->plan = plan;
+  r->persistent = 0;
+  r->tainted = 0;
+  r->state = MPIAR__REQ_INACTIVE;
+  r->rc = MPIAR_SUCCESS;
+  r->detail[0] = '\0';
+  r->check = 0;
+  r->check_rounds = r->check_round = 0;
+  r->check_req = MPI_REQUEST_NULL;
+  r->priority = 0;
+  r->next = r->anext = r->aprev = NULL;
+  plan->refs++;
+  ctx->refs++;
+  *out = r;
+  return MPIAR_SUCCESS;
+}
+
+void mpiar__request_release(mpiar__request_t *r) {
+  mpiar__context_t *ctx = r->ctx;
+  mpiar__plan_t *plan = r->plan;
+  r->magic = 0;
+  plan->refs--;
+  if (r->tainted) {
+    r->anext = ctx->tainted;
+    ctx->tainted = r;
+  } else if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->broken) {
+    r->next = plan->spare;
+    plan->spare = r;
+    plan->nspare++;
+  } else {
+    mpiar__request_free_mem(r);
+  }
+  /* A plan of a released context stays in its cache until the context itself is freed. */
+  mpiar__context_unref(ctx);
+}
+
+/* Wait (advancing the context) until @p slot is free; the new request's deadline bounds it. */
+static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
+  unsigned idle = 0;
+  while (ctx->slot_req[slot] != NULL && !ctx->broken) {
+    int progressed = 0;
+    mpiar__progress(ctx, &progressed);
+    if (progressed) {
+      idle = 0;
+      continue;
+    }
+    if (++idle % MPIAR__SCAN_PASSES == 0) {
+      mpiar__scan(ctx);
+      if (deadline > 0 && MPI_Wtime() > deadline) {
+        return mpiar__error(MPIAR_ERR_TIMEOUT,
+                            "rank %d: timed out waiting for operation %u to finish before "
+                            "starting another in its slot",
+                            ctx->rank, ctx->slot_req[slot] ? ctx->slot_req[slot]->seq : 0);
+      }
+    }
+    mpiar__idle(ctx, idle);
+  }
+  if (ctx->broken) {
+    return mpiar__error(MPIAR_ERR_COMM_BROKEN, "the communicator's context broke: %s",
+                        ctx->broken_reason);
+  }
+  return MPIAR_SUCCESS;
+}
+
+int mpiar__request_start(mpiar__request_t *r) {
+  mpiar__context_t *ctx = r->ctx;
+  double deadline = r->timeout_ms > 0 ? MPI_Wtime() + (double)r->timeout_ms * 1e-3 : 0;
+  int slot = (int)(ctx->seq % (uint32_t)ctx->nslots);
+  if (ctx->slot_req[slot] != NULL) {
+    int rc = slot_wait(ctx, slot, deadline);
+    if (rc != MPIAR_SUCCESS) {
+      if (!ctx->broken) {
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", mpiar_last_error());
+        mpiar__context_break(ctx, rc, reason, 1);
+        mpiar__error(rc, "%s", reason);
+      }
+      return rc;
+    }
+  }
+  r->seq = ctx->seq++;
+  r->slot = slot;
+  r->tag_base = slot << (ctx->size_bits + MPIAR__TAG_BITS);
+  r->deadline = deadline;
+  r->state = MPIAR__REQ_ACTIVE;
+  r->rc = MPIAR_SUCCESS;
+  ctx->slot_req[slot] = r;
+  /* Append, so passes visit requests in start order. */
+  r->anext = NULL;
+  r->aprev = NULL;
+  if (ctx->active == NULL) {
+    ctx->active = r;
+  } else {
+    mpiar__request_t *t = ctx->active;
+    while (t->anext != NULL) {
+      t = t->anext;
+    }
+    t->anext = r;
+    r->aprev = t;
+  }
+  ctx->nactive++;
+  if (r->check && ctx->size > 1) {
+    mpiar__check_init(r);
+  } else {
+    r->check_rounds = r->check_round = 0;
+    mpiar__request_begin(r);
+  }
+  /* Post the first messages now, as MPI's nonblocking calls do. */
+  int progressed = 0;
+  mpiar__progress(ctx, &progressed);
+  return MPIAR_SUCCESS;
+}
+
+/* ---- generalized requests ---- */
+
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out) {
+  mpiar__request_t *r = NULL;
+  if (posix_memalign((void **)&r, 64, sizeof *r) != 0) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
+  }
+  memset(r, 0, sizeof *r);
+  __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+  r->magic = MPIAR__REQUEST_MAGIC;
+  r->gpoll = poll;
+  r->gfree = free_fn;
+  r->gstate = state;
+  r->state = MPIAR__REQ_ACTIVE;
+  *out = r;
+  return MPIAR_SUCCESS;
+}
+
+/* ---- completion ---- */
+
+static int valid(mpiar__request_t *r) {
+  return r != NULL && r->magic == MPIAR__REQUEST_MAGIC;
+}
+
+/* Give the core away between rounds of a wait when the node is oversubscribed. */
+static void idle_of(mpiar__request_t *r, unsigned idle) {
+  if (r->ctx != NULL) {
+    mpiar__idle(r->ctx, idle);
+  } else if (idle > 64) {
+    sched_yield();
+  }
+}
+
+/* One round of progress on a core request's context; *idle counts passes that moved nothing. */
+static void advance(mpiar__context_t *ctx, unsigned *idle) {
+  int progressed = 0;
+  mpiar__progress(ctx, &progressed);
+  if (progressed) {
+    *idle = 0;
+    return;
+  }
+  ++*idle;
+  if (*idle % MPIAR__SCAN_PASSES == 0) {
+    mpiar__scan(ctx);
+  }
+}
+
+int mpiar__wait_one(mpiar_request_t *req) {
+  mpiar__request_t *r = *req;
+  mpiar__context_t *ctx = r->ctx;
+  unsigned idle = 0;
+  while (r->state == MPIAR__REQ_ACTIVE) {
+    advance(ctx, &idle);
+    if (r->state != MPIAR__REQ_ACTIVE) {
+      break;
+    }
+    mpiar__idle(ctx, idle);
+  }
+  int rc = r->rc;
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__error(rc, "%s", r->detail);
+  }
+  if (r->persistent) {
+    r->state = MPIAR__REQ_INACTIVE;
+  } else {
+    mpiar__request_release(r);
+    *req = MPIAR_REQUEST_NULL;
+  }
+  return rc;
+}
+
+/*
+ * Advance a request once (its context's operations, or a generalized request's poll).
+ * @return MPIAR_SUCCESS, or an error that prevented it (another thread inside its context).
+ */
+static int step(mpiar__request_t *r) {
+  if (r->state != MPIAR__REQ_ACTIVE) {
+    return MPIAR_SUCCESS;
+  }
+  if (r->gpoll != NULL) {
+    int done = 0;
+    int rc = r->gpoll(r->gstate, &done);
+    if (done) {
+      r->rc = rc;
+      if (rc != MPIAR_SUCCESS) {
+        snprintf(r->detail, sizeof r->detail, "%s", mpiar_last_error());
+      }
+      r->state = MPIAR__REQ_DONE;
+    }
+    return MPIAR_SUCCESS;
+  }
+  mpiar__context_t *ctx = r->ctx;
+  int rc = mpiar__context_enter_ctx(ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  unsigned idle = 0;
+  advance(ctx, &idle);
+  /* A loop of tests also looks at unexpected messages now and then, so that it notices a
+   * failed rank. */
+  if (r->state == MPIAR__REQ_ACTIVE && (++r->tests & 63) == 0) {
+    mpiar__scan(ctx);
+  }
+  mpiar__context_leave(ctx);
+  return MPIAR_SUCCESS;
+}
+
+/* Hand a finished request's result to the caller and release or deactivate it. */
+static int collect(mpiar_request_t *req) {
+  mpiar__request_t *r = *req;
+  int rc = r->rc;
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", r->detail);
+  if (r->gpoll != NULL) {
+    r->magic = 0;
+    if (r->gfree != NULL) {
+      r->gfree(r->gstate);
+    }
+    mpiar__request_free_mem(r);
+    *req = MPIAR_REQUEST_NULL;
+  } else if (r->persistent) {
+    r->state = MPIAR__REQ_INACTIVE;
+  } else {
+    mpiar__context_t *ctx = r->ctx;
+    /* Releasing may drop the context's last reference: enter it while the request goes. */
+    int erc = mpiar__context_enter_ctx(ctx);
+    if (erc != MPIAR_SUCCESS) {
+      return erc;
+    }
+    ctx->refs++;
+    mpiar__request_release(r);
+    *req = MPIAR_REQUEST_NULL;
+    mpiar__context_leave(ctx);
+    mpiar__context_unref(ctx);
+  }
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__error(rc, "%s", detail);
+  }
+  return rc;
+}
+
+static int check_handle(mpiar_request_t *req, const char *call) {
+  if (req == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: the request pointer is NULL", call);
+  }
+  if (*req != MPIAR_REQUEST_NULL && !valid(*req)) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: not a live request (freed, or never made)",
+                        call);
+  }
+  return MPIAR_SUCCESS;
+}
+
+int mpiar_test(mpiar_request_t *req, int *done) {
+  mpiar__error_clear();
+  int rc = check_handle(req, "mpiar_test");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (done == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_test: the done pointer is NULL");
+  }
+  mpiar__request_t *r = *req;
+  *done = 1;
+  if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
+    return MPIAR_SUCCESS;
+  }
+  if ((rc = step(r)) != MPIAR_SUCCESS) {
+    *done = 0;
+    return rc;
+  }
+  *done = r->state != MPIAR__REQ_ACTIVE;
+  return *done ? collect(req) : MPIAR_SUCCESS;
+}
+
+int mpiar_wait(mpiar_request_t *req) {
+  mpiar__error_clear();
+  int rc = check_handle(req, "mpiar_wait");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__request_t *r = *req;
+  if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
+    return MPIAR_SUCCESS;
+  }
+  if (r->gpoll == NULL && r->state == MPIAR__REQ_ACTIVE) {
+    /* The common case: stay inside the context for the whole wait. */
+    mpiar__context_t *ctx = r->ctx;
+    if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
+      return rc;
+    }
+    ctx->refs++;
+    rc = mpiar__wait_one(req);
+    mpiar__context_leave(ctx);
+    mpiar__context_unref(ctx);
+    return rc;
+  }
+  unsigned idle = 0;
+  while (r->state == MPIAR__REQ_ACTIVE) {
+    if ((rc = step(r)) != MPIAR_SUCCESS) {
+      return rc;
+    }
+    idle_of(r, ++idle);
+  }
+  return collect(req);
+}
+
+static int check_array(int n, mpiar_request_t reqs[], const char *call) {
+  if (n < 0 || (n > 0 && reqs == NULL)) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: %d requests at %p", call, n, (void *)reqs);
+  }
+  for (int i = 0; i < n; i++) {
+    if (reqs[i] != MPIAR_REQUEST_NULL && !valid(reqs[i])) {
+      return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: request %d is not a live request", call, i);
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
+/*
+ * Advance every active request of @p reqs once. @return the index of the first finished one
+ * (active before, or done), -1 if every entry is null or inactive, -2 if none has finished;
+ * an error in *rc when one could not be advanced.
+ */
+static int scan_array(int n, mpiar_request_t reqs[], int *rc) {
+  int any = 0;
+  *rc = MPIAR_SUCCESS;
+  for (int i = 0; i < n; i++) {
+    mpiar__request_t *r = reqs[i];
+    if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
+      continue;
+    }
+    any = 1;
+    if ((*rc = step(r)) != MPIAR_SUCCESS) {
+      return i;
+    }
+    if (r->state != MPIAR__REQ_ACTIVE) {
+      return i;
+    }
+  }
+  return any ? -2 : -1;
+}
+
+int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done) {
+  mpiar__error_clear();
+  int rc = check_array(n, reqs, "mpiar_testany");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (index == NULL || done == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_testany: null index or done pointer");
+  }
+  int at = scan_array(n, reqs, &rc);
+  if (rc != MPIAR_SUCCESS) {
+    *index = at;
+    *done = 0;
+    return rc;
+  }
+  if (at == -1) {
+    *index = -1;
+    *done = 1;
+    return MPIAR_SUCCESS;
+  }
+  if (at == -2) {
+    *index = -1;
+    *done = 0;
+    return MPIAR_SUCCESS;
+  }
+  *index = at;
+  *done = 1;
+  return collect(&reqs[at]);
+}
+
+int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
+  mpiar__error_clear();
+  int rc = check_array(n, reqs, "mpiar_waitany");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (index == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_waitany: null index pointer");
+  }
+  unsigned idle = 0;
+  for (;;) {
+    int done = 0;
+    rc = mpiar_testany(n, reqs, index, &done);
+    if (done || rc != MPIAR_SUCCESS) {
+      return rc;
+    }
+    for (int i = 0; i < n; i++) {
+      if (reqs[i] != NULL) {
+        idle_of(reqs[i], ++idle);
+        break;
+      }
+    }
+  }
+}
+
+int mpiar_waitall(int n, mpiar_request_t reqs[]) {
+  mpiar__error_clear();
+  int rc = check_array(n, reqs, "mpiar_waitall");
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  /* Advance every request in turn (one rank's progress on one communicator may be what another
+   * rank needs before it can progress on another), collecting each as it finishes. */
+  int first_error = MPIAR_SUCCESS;
+  char detail[512] = "";
+  unsigned idle = 0;
+  for (;;) {
+    int left = 0;
+    mpiar__request_t *some = NULL;
+    for (int i = 0; i < n; i++) {
+      mpiar__request_t *r = reqs[i];
+      if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
+        continue;
+      }
+      if ((rc = step(r)) != MPIAR_SUCCESS) {
+        return rc;
+      }
+      if (r->state == MPIAR__REQ_ACTIVE) {
+        left++;
+        some = r;
+        continue;
+      }
+      int one = collect(&reqs[i]);
+      if (one != MPIAR_SUCCESS && first_error == MPIAR_SUCCESS) {
+        first_error = one;
+        snprintf(detail, sizeof detail, "request %d: %s", i, mpiar_last_error());
+      }
+    }
+    if (left == 0) {
+      break;
+    }
+    idle_of(some, ++idle);
+  }
+  if (first_error != MPIAR_SUCCESS) {
+    return mpiar__error(first_error, "%s", detail);
+  }
+  return MPIAR_SUCCESS;
+}
+
+int mpiar_request_free(mpiar_request_t *req) {
+  mpiar__error_clear();
+  int rc = check_handle(req, "mpiar_request_free");
+  if (rc != MPIAR_SUCCESS || *req == MPIAR_REQUEST_NULL) {
+    return rc;
+  }
+  mpiar__request_t *r = *req;
+  if (r->state == MPIAR__REQ_ACTIVE) {
+    /* An operation is collective: it is completed, not abandoned. */
+    rc = mpiar_wait(req);
+    if (*req == MPIAR_REQUEST_NULL) {
+      return rc;
+    }
+  }
+  /* Inactive persistent, or finished and not collected: released, its result dropped. */
+  r->persistent = 0;
+  r->state = MPIAR__REQ_DONE;
+  r->rc = MPIAR_SUCCESS;
+  int rc2 = collect(req);
+  return rc != MPIAR_SUCCESS ? rc : rc2;
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Write the seed corpora of the fuzz targets (tests/fuzz/corpus/NAME/).
+
+ckpt_read: checkpoints in the format of src/kvstore/kv_internal.h (version 1), valid ones with
+integer and string keys, several dtypes, momentum and an empty store, and a few damaged ones
+(their names start with "bad-"), so that the fuzzer starts from the reader's deep paths. The
+test kv_ckpt_format reads every seed back: valid ones must load, damaged ones must be refused.
+parse_size: sizes and near-sizes as text.
+
+Usage: make_seeds.py [CORPUS_DIR] (default: the corpus directory next to this script)
+"""
+import os
+import struct
+import sys
+
+DTYPE_SIZE = [1, 1, 4, 4, 8, 8, 2, 2, 4, 8]  # int8 .. float64, as enum mpiar_dtype
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli), reflected, as the library computes it."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def checkpoint(keys):
+    """keys: (name or None, integer id, dtype, value bytes, momentum bytes or None)."""
+    records = b""
+    data = b""
+    for name, ident, dtype, value, mom in keys:
+        nb = name.encode() if name is not None else b""
+        count = len(value) // DTYPE_SIZE[dtype]
+        records += struct.pack("<BBBBIqQII8x", 1 if name is not None else 0, dtype,
+                               1 if mom is not None else 0, 0, len(nb),
+                               0 if name is not None else ident, count, crc32c(value),
+                               crc32c(mom) if mom is not None else 0) + nb
+        data += value + (mom if mom is not None else b"")
+    size = 32 + len(records) + len(data) + 4
+    body = b"MPIARKV\0" + struct.pack("<IIQQ", 1, 0, len(keys), size) + records + data
+    return body + struct.pack("<I", crc32c(body))
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
+    ck = os.path.join(root, "ckpt_read")
+    ps = os.path.join(root, "parse_size")
+    os.makedirs(ck, exist_ok=True)
+    os.makedirs(ps, exist_ok=True)
+    f32 = struct.pack("<4f", 1.0, -2.5, 0.0, 3.25)
+    seeds = {
+        "valid-empty": [],
+        "valid-int-f32": [(None, 7, 8, f32, None)],
+        "valid-str-momentum": [("fc1.weight", 0, 8, f32, struct.pack("<4f", 0.5, 0, 0, -1))],
+        "valid-many": [(None, -42, 4, struct.pack("<2q", 1, -1), None),
+                       ("b", 0, 7, bytes(range(6)), bytes(6)),
+                       ("", 0, 1, b"", None),
+                       ("layer3.bias", 0, 9, struct.pack("<d", 1e300), None),
+                       (None, 2**63 - 1, 6, bytes([0, 60, 0, 188]), None)],
+    }
+    for name, keys in seeds.items():
+        with open(os.path.join(ck, name), "wb") as f:
+            f.write(checkpoint(keys))
+    good = checkpoint(seeds["valid-many"])
+    bad = {
+        "bad-truncated": good[:len(good) // 2],
+        "bad-crc": good[:-1] + bytes([good[-1] ^ 1]),
+        "bad-version": good[:8] + struct.pack("<I", 2) + good[12:],
+        "bad-count": good[:16] + struct.pack("<Q", 1 << 40) + good[24:],
+    }
+    for name, content in bad.items():
+        with open(os.path.join(ck, name), "wb") as f:
+            f.write(content)
+    sizes = ["0", "1", "4096", "64K", "64k", "1M", "2G", "16KiB", "1kb", "3MB",
+             "18446744073709551615", "18446744073709551616", "17179869183G", "17179869184G",
+             "1T", "", " 1", "-1", "+1", "1.5K", "1Kx", "1KiBB", "0x10", "007"]
+    for i, text in enumerate(sizes):
+        with open(os.path.join(ps, "size-%02d" % i), "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

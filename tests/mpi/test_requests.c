@@ -1,0 +1,453 @@
+/*
+ * Requests: nonblocking and persistent operations.
+ *
+ *   test_requests CASE
+ *
+ *   api          iallreduce/ibcast with test, wait, waitall, testany, waitany, request_free, the
+ *                null request, and bad handles
+ *   outstanding  2..64 operations of different sizes and algorithms outstanding at once on one
+ *                communicator, completed in reverse, random and array order: each gets its own
+ *                messages (its own slot and tags), and each result is exact
+ *   persistent   allreduce_init / bcast_init started 1000 times: no allocation and no plan built
+ *                per start, results exact each time; misuse is refused
+ *   failure      an error in one of several outstanding requests fails them all, on every rank
+ *   threads      4 threads x 1000 calls on 4 communicators (MPI_THREAD_MULTIPLE), results checked
+ *   progress     MPIAR_PROGRESS=thread: operations finish while the program computes, without
+ *                test calls (with MPI_THREAD_MULTIPLE; without it, MPIAR_ERR_THREAD_LEVEL)
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "core/context.h"
+#include "mpi_test.h"
+
+static int rank, size;
+
+/* Fill with rank-valued integers (exact sums) for operation number @p k. */
+static void fill(int64_t *v, size_t n, int k) {
+  for (size_t i = 0; i < n; i++) {
+    v[i] = (int64_t)(rank + 1) * (int64_t)(i % 1000 + 1) + k;
+  }
+}
+
+static int check_sum(const int64_t *v, size_t n, int k, const char *what) {
+  int64_t tri = (int64_t)size * (size + 1) / 2;
+  for (size_t i = 0; i < n; i++) {
+    int64_t want = tri * (int64_t)(i % 1000 + 1) + (int64_t)k * size;
+    if (v[i] != want) {
+      MT_CHECK(0, "%s: [%zu] = %lld, expected %lld", what, i, (long long)v[i], (long long)want);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void case_api(void) {
+  enum { N = 5000 };
+  static int64_t a[N], b[N];
+  mpiar_request_t r = MPIAR_REQUEST_NULL, rs[4];
+  /* The null request is complete. */
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
+  int done = 0;
+  MT_RC(MPIAR_SUCCESS, mpiar_test(&r, &done));
+  MT_CHECK(done == 1, "null request not done");
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&r));
+  /* iallreduce + wait. */
+  fill(a, N, 1);
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, NULL, &r));
+  MT_CHECK(r != MPIAR_REQUEST_NULL, "no request");
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
+  MT_CHECK(r == MPIAR_REQUEST_NULL, "a completed request is not set to MPIAR_REQUEST_NULL");
+  check_sum(a, N, 1, "iallreduce + wait");
+  /* iallreduce + a test loop. */
+  fill(a, N, 2);
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, NULL, &r));
+  done = 0;
+  long polls = 0;
+  while (!done) {
+    MT_RC(MPIAR_SUCCESS, mpiar_test(&r, &done));
+    polls++;
+  }
+  MT_CHECK(r == MPIAR_REQUEST_NULL, "tested request not released");
+  check_sum(a, N, 2, "iallreduce + test");
+  /* Out of place, ibcast, waitall with a null entry. */
+  fill(a, N, 3);
+  for (int i = 0; i < N; i++) {
+    b[i] = rank == size - 1 ? i : -1;
+  }
+  static int64_t out[N];
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_iallreduce(a, out, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &rs[0]));
+  MT_RC(MPIAR_SUCCESS, mpiar_ibcast(b, N, MPIAR_INT64, size - 1, MPI_COMM_WORLD, NULL, &rs[1]));
+  rs[2] = MPIAR_REQUEST_NULL;
+  MT_RC(MPIAR_SUCCESS, mpiar_waitall(3, rs));
+  MT_CHECK(rs[0] == MPIAR_REQUEST_NULL && rs[1] == MPIAR_REQUEST_NULL, "waitall left requests");
+  check_sum(out, N, 3, "out of place");
+  for (int i = 0; i < N; i++) {
+    if (b[i] != i) {
+      MT_CHECK(0, "ibcast [%d] = %lld", i, (long long)b[i]);
+      break;
+    }
+  }
+  /* waitany / testany: each completes one; all null -> index -1. */
+  fill(a, N, 4);
+  fill(b, N, 5);
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &rs[0]));
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_iallreduce(MPIAR_IN_PLACE, b, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &rs[1]));
+  int seen[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    int idx = -1;
+    MT_RC(MPIAR_SUCCESS, mpiar_waitany(2, rs, &idx));
+    MT_CHECK(idx == 0 || idx == 1, "waitany index %d", idx);
+    if (idx == 0 || idx == 1) {
+      seen[idx]++;
+      MT_CHECK(rs[idx] == MPIAR_REQUEST_NULL, "waitany did not release");
+    }
+  }
+  MT_CHECK(seen[0] == 1 && seen[1] == 1, "waitany completed %d and %d", seen[0], seen[1]);
+  check_sum(a, N, 4, "waitany a");
+  check_sum(b, N, 5, "waitany b");
+  int idx = 7;
+  MT_RC(MPIAR_SUCCESS, mpiar_testany(2, rs, &idx, &done));
+  MT_CHECK(idx == -1 && done == 1, "testany on nulls: index %d done %d", idx, done);
+  /* request_free of an active request completes it. */
+  fill(a, N, 6);
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &r));
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&r));
+  MT_CHECK(r == MPIAR_REQUEST_NULL, "request_free did not null the handle");
+  check_sum(a, N, 6, "request_free of an active request");
+  /* Bad arguments: refused, nothing started. */
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                                MPI_COMM_WORLD, NULL, NULL));
+  MT_RC(MPIAR_ERR_BAD_DTYPE_OP, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_AVG,
+                                                 MPI_COMM_WORLD, NULL, &r));
+  MT_CHECK(r == MPIAR_REQUEST_NULL, "a refused call made a request");
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_wait(NULL));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_start(&r));
+  mpiar_request_t stale = NULL;
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &r));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_start(&r)); /* not persistent */
+  stale = r;
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_wait(&stale)); /* released */
+  mpiar_options_t junk;
+  memset(&junk, 0, sizeof junk);
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                                MPI_COMM_WORLD, &junk, &r));
+  /* An options struct from an older header (the fields up to timeout_ms) still works. */
+  mpiar_options_t old = MPIAR_OPTIONS_INIT;
+  old.struct_size = offsetof(mpiar_options_t, timeout_ms) + sizeof(int);
+  old.check = 77; /* beyond the old size: must be ignored */
+  fill(a, N, 7);
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_allreduce_ex(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, &old));
+  check_sum(a, N, 7, "an older options struct");
+  if (rank == 0) {
+    printf("api: a test loop took %ld polls\n", polls);
+  }
+}
+
+/* @p n operations of sizes and algorithms that differ, completed in @p order. */
+static void outstanding(MPI_Comm comm, int n, int order, unsigned seed) {
+  int64_t **bufs = calloc((size_t)n, sizeof *bufs);
+  size_t *counts = calloc((size_t)n, sizeof *counts);
+  mpiar_request_t *reqs = calloc((size_t)n, sizeof *reqs);
+  int nalg = mpiar_algorithm_count();
+  for (int k = 0; k < n; k++) {
+    counts[k] = (size_t)((k * 7919 + (int)seed) % 20000) + (size_t)(k % 3 == 0 ? 70000 : 1);
+    bufs[k] = malloc(counts[k] * sizeof(int64_t));
+    fill(bufs[k], counts[k], k);
+    mpiar_options_t o = MPIAR_OPTIONS_INIT;
+    o.algorithm = k % (nalg + 1) == nalg ? "auto" : mpiar_algorithm_name(k % (nalg + 1));
+    o.timeout_ms = 60000;
+    MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, bufs[k], counts[k], MPIAR_INT64,
+                                          MPIAR_SUM, comm, &o, &reqs[k]));
+  }
+  if (order == 0) { /* reverse */
+    for (int k = n - 1; k >= 0; k--) {
+      MT_RC(MPIAR_SUCCESS, mpiar_wait(&reqs[k]));
+    }
+  } else if (order == 1) { /* a random order, tests in between */
+    int left = n;
+    unsigned s = seed * 2654435761u + 1;
+    while (left > 0) {
+      s = s * 1103515245u + 12345u;
+      int k = (int)((s >> 8) % (unsigned)n);
+      int done = 0;
+      if (reqs[k] != MPIAR_REQUEST_NULL) {
+        MT_RC(MPIAR_SUCCESS, mpiar_test(&reqs[k], &done));
+        left -= done;
+      }
+    }
+  } else {
+    MT_RC(MPIAR_SUCCESS, mpiar_waitall(n, reqs));
+  }
+  for (int k = 0; k < n; k++) {
+    char what[64];
+    snprintf(what, sizeof what, "%d outstanding, operation %d (%zu elements)", n, k, counts[k]);
+    check_sum(bufs[k], counts[k], k, what);
+    free(bufs[k]);
+  }
+  free(bufs);
+  free(counts);
+  free(reqs);
+}
+
+static void case_outstanding(void) {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  const int ns[] = {2, 5, 31, 32, 64};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    for (int order = 0; order < 3; order++) {
+      outstanding(c, ns[i], order, (unsigned)(i * 3 + (size_t)order));
+    }
+  }
+  /* Two communicators, interleaved. */
+  MPI_Comm d;
+  MPI_Comm_dup(MPI_COMM_WORLD, &d);
+  enum { N = 3000 };
+  static int64_t x[8][N];
+  mpiar_request_t rs[8];
+  for (int k = 0; k < 8; k++) {
+    fill(x[k], N, k);
+    MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, x[k], N, MPIAR_INT64, MPIAR_SUM,
+                                          k % 2 ? c : d, NULL, &rs[k]));
+  }
+  MT_RC(MPIAR_SUCCESS, mpiar_waitall(8, rs));
+  for (int k = 0; k < 8; k++) {
+    check_sum(x[k], N, k, "two communicators");
+  }
+  MPI_Comm_free(&d);
+  MPI_Comm_free(&c);
+}
+
+static void case_persistent(void) {
+  enum { N = 1000, STARTS = 1000 };
+  static int64_t a[N], b[N];
+  mpiar_request_t ar = MPIAR_REQUEST_NULL, br = MPIAR_REQUEST_NULL;
+  MT_RC(MPIAR_SUCCESS,
+        mpiar_allreduce_init(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &ar));
+  MT_RC(MPIAR_SUCCESS, mpiar_bcast_init(b, N, MPIAR_INT64, 0, MPI_COMM_WORLD, NULL, &br));
+  /* Inactive: waiting returns at once; it is not released. */
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&ar));
+  MT_CHECK(ar != MPIAR_REQUEST_NULL, "waiting on an inactive persistent request released it");
+  size_t allocs = 0, plans = 0;
+  for (int s = 0; s < STARTS; s++) {
+    if (s == 1) {
+      allocs = mpiar__requests_allocated;
+      plans = mpiar__plans_built;
+    }
+    fill(a, N, s);
+    for (int i = 0; i < N; i++) {
+      b[i] = rank == 0 ? (int64_t)s * i : -1;
+    }
+    MT_RC(MPIAR_SUCCESS, mpiar_start(&ar));
+    MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_start(&ar)); /* already active */
+    MT_RC(MPIAR_SUCCESS, mpiar_start(&br));
+    mpiar_request_t both[2] = {ar, br};
+    MT_RC(MPIAR_SUCCESS, mpiar_waitall(2, both));
+    MT_CHECK(both[0] == ar && both[1] == br, "waitall released persistent requests");
+    if (!check_sum(a, N, s, "persistent allreduce") || b[N - 1] != (int64_t)s * (N - 1)) {
+      MT_CHECK(b[N - 1] == (int64_t)s * (N - 1), "persistent bcast: %lld", (long long)b[N - 1]);
+      break;
+    }
+  }
+  MT_CHECK(mpiar__requests_allocated == allocs, "%zu requests allocated by %d starts",
+           mpiar__requests_allocated - allocs, STARTS - 1);
+  MT_CHECK(mpiar__plans_built == plans, "%zu plans built by %d starts", mpiar__plans_built - plans,
+           STARTS - 1);
+  /* The blocking call allocates nothing on a cache hit either. */
+  size_t before = mpiar__requests_allocated;
+  for (int s = 0; s < 100; s++) {
+    MT_RC(MPIAR_SUCCESS, mpiar_allreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                         MPI_COMM_WORLD));
+  }
+  MT_CHECK(mpiar__requests_allocated - before <= 1, "blocking calls allocated %zu requests",
+           mpiar__requests_allocated - before);
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&ar));
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&br));
+  MT_CHECK(ar == MPIAR_REQUEST_NULL && br == MPIAR_REQUEST_NULL, "free did not null");
+  /* A persistent request outlives its communicator until it is freed. */
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_init(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, c, NULL,
+                                            &ar));
+  fill(a, N, 9);
+  MT_RC(MPIAR_SUCCESS, mpiar_start(&ar));
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&ar));
+  check_sum(a, N, 9, "before the communicator is freed");
+  int live = mpiar__live_contexts();
+  MPI_Comm_free(&c);
+  MT_CHECK(mpiar__live_contexts() == live, "the context went before its persistent request");
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&ar));
+  MT_CHECK(mpiar__live_contexts() == live - 1, "freeing the request did not release the context");
+}
+
+static void case_failure(void) {
+  MPI_Comm c;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  enum { N = 20000 };
+  static int64_t x[4][N];
+  mpiar_request_t rs[4];
+  mpiar_options_t o = MPIAR_OPTIONS_INIT;
+  o.timeout_ms = 20000;
+  for (int k = 0; k < 4; k++) {
+    /* The third operation has another count on the last rank. */
+    size_t n = (k == 2 && rank == size - 1) ? N - 17 : N;
+    int rc = mpiar_iallreduce(MPIAR_IN_PLACE, x[k], n, MPIAR_INT64, MPIAR_SUM, c, &o, &rs[k]);
+    /* The mismatch may already be found while a later operation starts: that start then fails
+     * with the broken communicator, and makes no request. */
+    MT_CHECK(rc == MPIAR_SUCCESS || (k == 3 && rc == MPIAR_ERR_COMM_BROKEN), "start %d: %s (%s)",
+             k, mpiar_err_name(rc), mpiar_last_error());
+  }
+  int errors = 0, mismatch = 0;
+  for (int k = 0; k < 4; k++) {
+    int rc = mpiar_wait(&rs[k]);
+    errors += rc != MPIAR_SUCCESS;
+    mismatch += rc == MPIAR_ERR_MISMATCH;
+    MT_CHECK(rc == MPIAR_SUCCESS || rc == MPIAR_ERR_MISMATCH || rc == MPIAR_ERR_COMM_BROKEN,
+             "request %d: %s (%s)", k, mpiar_err_name(rc), mpiar_last_error());
+    MT_CHECK(rs[k] == MPIAR_REQUEST_NULL, "request %d not released", k);
+  }
+  /* Every rank sees an error: in the requests, or on its next call. */
+  if (errors == 0) {
+    int64_t y = 1;
+    MT_RC(MPIAR_ERR_COMM_BROKEN, mpiar_allreduce_ex(MPIAR_IN_PLACE, &y, 1, MPIAR_INT64, MPIAR_SUM,
+                                                    c, &o));
+  }
+  int any = 0;
+  MPI_Allreduce(&mismatch, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MT_CHECK(any > 0, "no rank found the mismatch");
+  MPI_Comm_free(&c);
+}
+
+/* ---- threads ---- */
+
+enum { THREADS = 4, CALLS = 1000 };
+static MPI_Comm thread_comms[THREADS];
+static int thread_failures[THREADS];
+
+static void *thread_main(void *arg) {
+  int t = (int)(intptr_t)arg;
+  int64_t v[64];
+  for (int call = 0; call < CALLS; call++) {
+    size_t n = (size_t)(1 + (call + t) % 64);
+    for (size_t i = 0; i < n; i++) {
+      v[i] = (int64_t)(rank + 1) * (t + 1) + call;
+    }
+    int rc;
+    if (call % 3 == 2) {
+      mpiar_request_t r;
+      rc = mpiar_iallreduce(MPIAR_IN_PLACE, v, n, MPIAR_INT64, MPIAR_SUM, thread_comms[t], NULL, &r);
+      if (rc == MPIAR_SUCCESS) {
+        rc = mpiar_wait(&r);
+      }
+    } else {
+      rc = mpiar_allreduce(MPIAR_IN_PLACE, v, n, MPIAR_INT64, MPIAR_SUM, thread_comms[t]);
+    }
+    int64_t want = (int64_t)size * (size + 1) / 2 * (t + 1) + (int64_t)call * size;
+    if (rc != MPIAR_SUCCESS || v[n - 1] != want) {
+      if (thread_failures[t]++ < 3) {
+        fprintf(stderr, "rank %d thread %d call %d: %s (%s), %lld vs %lld\n", rank, t, call,
+                mpiar_err_name(rc), mpiar_last_error(), (long long)v[n - 1], (long long)want);
+      }
+    }
+  }
+  return NULL;
+}
+
+static void case_threads(void) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  MT_CHECK(provided == MPI_THREAD_MULTIPLE, "MPI_THREAD_MULTIPLE not provided (%d)", provided);
+  if (provided != MPI_THREAD_MULTIPLE) {
+    return;
+  }
+  for (int t = 0; t < THREADS; t++) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &thread_comms[t]);
+  }
+  pthread_t th[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    pthread_create(&th[t], NULL, thread_main, (void *)(intptr_t)t);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    pthread_join(th[t], NULL);
+    MT_CHECK(thread_failures[t] == 0, "thread %d: %d failed calls", t, thread_failures[t]);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    MPI_Comm_free(&thread_comms[t]);
+  }
+}
+
+static void case_progress(void) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  enum { N = 1 << 20 };
+  int64_t *v = malloc(N * sizeof *v);
+  fill(v, N, 3);
+  mpiar_request_t r = MPIAR_REQUEST_NULL;
+  int rc = mpiar_iallreduce(MPIAR_IN_PLACE, v, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, NULL, &r);
+  if (provided != MPI_THREAD_MULTIPLE) {
+    MT_CHECK(rc == MPIAR_ERR_THREAD_LEVEL, "progress thread without MPI_THREAD_MULTIPLE: %s",
+             mpiar_err_name(rc));
+    MT_CHECK(strstr(mpiar_last_error(), "MPI_THREAD_") != NULL, "detail '%s' names no level",
+             mpiar_last_error());
+    free(v);
+    return;
+  }
+  MT_RC(MPIAR_SUCCESS, rc);
+  /* Compute (sleep) without calling mpiar: the progress thread moves the operation. */
+  double t0 = MPI_Wtime();
+  int done = 0;
+  while (MPI_Wtime() - t0 < 30.0) {
+    usleep(100000);
+    if (r->state != MPIAR__REQ_ACTIVE) {
+      break;
+    }
+  }
+  MT_CHECK(r->state != MPIAR__REQ_ACTIVE, "8 MiB not finished after %.1f s of computing",
+           MPI_Wtime() - t0);
+  MT_RC(MPIAR_SUCCESS, mpiar_test(&r, &done));
+  MT_CHECK(done == 1, "not done");
+  check_sum(v, N, 3, "progress thread");
+  free(v);
+}
+
+int main(int argc, char **argv) {
+  const char *which = argc > 1 ? argv[1] : "";
+  int provided = 0;
+  if (strcmp(which, "progress_single") == 0) {
+    MPI_Init(&argc, &argv);
+    which = "progress";
+  } else {
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &mt_rank);
+  rank = mt_rank;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (strcmp(which, "api") == 0) {
+    case_api();
+  } else if (strcmp(which, "outstanding") == 0) {
+    case_outstanding();
+  } else if (strcmp(which, "persistent") == 0) {
+    case_persistent();
+  } else if (strcmp(which, "failure") == 0) {
+    case_failure();
+  } else if (strcmp(which, "threads") == 0) {
+    case_threads();
+  } else if (strcmp(which, "progress") == 0) {
+    case_progress();
+  } else {
+    fprintf(stderr, "test_requests: unknown case '%s'\n", which);
+    MPI_Finalize();
+    return 2;
+  }
+  return mt_finish(which);
+}
