@@ -2,9 +2,9 @@
 
     MPICC=mpicc.openmpi python3 -m pip install --no-build-isolation ./python
 
-libmpiar is found, in this order, through MPIAR_INCLUDE_DIR and MPIAR_LIBRARY_DIR, through
-MPIAR_PREFIX (its include/ and lib/ directories), or through pkg-config (mpiar.pc; set
-PKG_CONFIG_PATH for a non-system prefix). The extension is compiled and linked with the MPI
+libmpiar is found, in this order, through MPIAR_INCLUDE_DIR (one directory or several, separated
+by os.pathsep) and MPIAR_LIBRARY_DIR, through MPIAR_PREFIX (its include/ and lib/ directories), or
+through pkg-config (mpiar.pc; set PKG_CONFIG_PATH for a non-system prefix). The extension is compiled and linked with the MPI
 compiler wrapper MPICC; without it, the wrapper of mpi4py's MPI (mpicc.openmpi for Open MPI,
 mpicc.mpich for MPICH) when it exists, else mpi4py's configured mpicc. libmpiar must have been
 built with that same MPI; the module checks at import that mpi4py runs on it.
@@ -38,35 +38,36 @@ def pkg_config(*args):
 
 
 def find_libmpiar():
-    """The include and library directories of the installed libmpiar."""
+    """The include directories and the library directory of the installed libmpiar."""
     inc, lib = os.environ.get("MPIAR_INCLUDE_DIR"), os.environ.get("MPIAR_LIBRARY_DIR")
     if inc and lib:
-        return inc, lib
+        return inc.split(os.pathsep), lib
     prefix = os.environ.get("MPIAR_PREFIX")
     if prefix:
         libs = [d for d in ("lib", "lib64", "lib/x86_64-linux-gnu")
                 if glob.glob(os.path.join(prefix, d, "libmpiar.so*"))]
         if not libs:
             fail(f"no libmpiar.so under MPIAR_PREFIX={prefix}")
-        return os.path.join(prefix, "include"), os.path.join(prefix, libs[0])
+        return [os.path.join(prefix, "include")], os.path.join(prefix, libs[0])
     cflags, libs = pkg_config("--cflags-only-I"), pkg_config("--libs-only-L")
     if cflags is None or libs is None:
         fail("libmpiar not found: set MPIAR_PREFIX (or MPIAR_INCLUDE_DIR and MPIAR_LIBRARY_DIR), "
              "or PKG_CONFIG_PATH to the directory of mpiar.pc")
-    inc = next((f[2:] for f in cflags if f.startswith("-I")), "/usr/include")
+    inc = [f[2:] for f in cflags if f.startswith("-I")] or ["/usr/include"]
     lib = next((f[2:] for f in libs if f.startswith("-L")), "/usr/lib")
     return inc, lib
 
 
-def version(include_dir):
+def version(include_dirs):
     """MPIAR_VERSION_MAJOR/MINOR/PATCH from the installed headers."""
     parts = {}
-    for header in glob.glob(os.path.join(include_dir, "mpiar*.h")):
+    headers = [h for d in include_dirs for h in glob.glob(os.path.join(d, "mpiar*.h"))]
+    for header in headers:
         with open(header) as f:
             for m in re.finditer(r"#define MPIAR_VERSION_(MAJOR|MINOR|PATCH) (\d+)", f.read()):
                 parts[m.group(1)] = m.group(2)
     if len(parts) != 3:
-        fail(f"no version macros in the mpiar headers of {include_dir}")
+        fail(f"no version macros in the mpiar headers of {os.pathsep.join(include_dirs)}")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 
 
@@ -98,12 +99,12 @@ class BuildExt(build_ext):
         super().build_extensions()
 
 
-def extension(include_dir, library_dir):
+def extension(include_dirs, library_dir):
     import mpi4py
     return Extension(
         "mpiar._mpiar",
         sources=sorted(glob.glob(os.path.join("src", "*.c"))),
-        include_dirs=[include_dir, mpi4py.get_include()],
+        include_dirs=include_dirs + [mpi4py.get_include()],
         library_dirs=[library_dir],
         runtime_library_dirs=[library_dir],
         libraries=["mpiar"],

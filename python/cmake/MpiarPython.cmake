@@ -157,7 +157,8 @@ function(mpiar_python_add_tests)
   if(A_MISMATCH_MPICC)
     mpiar_python_test(NAME python_import_mpi_mismatch NP 1 NEED mpi4py,setuptools TIMEOUT 300
                       SCRIPT "${tests}/check_mpi_mismatch.sh"
-                      ARGS "${src}" "$<TARGET_FILE_DIR:mpiar>" "${work}/mismatch"
+                      ARGS "${src}" "${PROJECT_BINARY_DIR}" "$<TARGET_FILE_DIR:mpiar>"
+                           "${work}/mismatch"
                            "${A_MISMATCH_MPICC}")
   endif()
   # Launched by another MPI's mpiexec, every process is a singleton: the size check must fail.

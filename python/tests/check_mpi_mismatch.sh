@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The extension built with another MPI than mpi4py's must refuse to import, naming both. Run by
 # ctest_driver.sh (which sets PYTHON).
-#   check_mpi_mismatch.sh SOURCE_DIR LIBMPIAR_DIR WORK_DIR MPICC
-# LIBMPIAR_DIR holds a libmpiar built with MPICC's MPI (this build's own), not mpi4py's.
+#   check_mpi_mismatch.sh SOURCE_DIR BUILD_DIR LIBMPIAR_DIR WORK_DIR MPICC
+# BUILD_DIR/include holds the generated headers; LIBMPIAR_DIR a libmpiar built with MPICC's MPI
+# (this build's own), not mpi4py's.
 set -euo pipefail
-src=$1 libdir=$2 work=$3 mpicc=$4
+src=$1 build=$2 libdir=$3 work=$4 mpicc=$5
 rm -rf "$work"
 mkdir -p "$work"
 cp -r "$src/python" "$work/src"
 rm -rf "$work/src/build" "$work/src"/*.egg-info
-(cd "$work/src" && MPIAR_INCLUDE_DIR="$src/include" MPIAR_LIBRARY_DIR="$libdir" MPICC="$mpicc" \
+(cd "$work/src" && MPIAR_INCLUDE_DIR="$src/include:$build/include" MPIAR_LIBRARY_DIR="$libdir" MPICC="$mpicc" \
   "$PYTHON" setup.py -q build_ext --inplace > "$work/build.log" 2>&1) || { cat "$work/build.log"; exit 1; }
 cd "$work/src"
 "$PYTHON" - <<'PY'

@@ -196,7 +196,8 @@ def test_one_rank_fails_its_own_checks(rank):
 def test_timeout_then_broken(comm, rank):
     """Rank 0 waits for ranks that come too late: the deadline turns the wait into TimeoutError
     with the library's detail, and that rank's context on the communicator is broken from then
-    on. (The late ranks may still complete, from messages rank 0 sent before it gave up.)"""
+    on. The late ranks learn of the failure (CommBrokenError naming rank 0), time out
+    themselves, or complete from messages rank 0 sent before it gave up."""
     dup = comm.Dup()
     x = np.ones(4)
     mpiar.allreduce(x, comm=dup)  # creates mpiar's context on dup (a collective of its own)
@@ -212,6 +213,8 @@ def test_timeout_then_broken(comm, rank):
             time.sleep(0.6)
             try:
                 mpiar.allreduce(x, comm=dup, timeout_ms=200, check=False)
+            except mpiar.CommBrokenError as e:
+                assert "rank 0" in e.detail
             except mpiar.TimeoutError:
                 pass
     finally:
