@@ -6,7 +6,9 @@
 
 The contenders run side by side, interleaved, in one job on the same buffers; each repetition
 times one block of calls of each (after a barrier) and the table gives the median over the
-repetitions of the time per call on rank 0:
+repetitions of the time per call on rank 0, as elapsed time and as the calling thread's CPU time
+(which leaves out the time the thread was descheduled, so that on a loaded machine the one-rank
+overhead stays measurable):
 
   C(numpy)      mpiar_allreduce in a C loop (mpiar._mpiar._c_loop, GIL released once per block)
                 on the NumPy arrays' memory
@@ -45,10 +47,8 @@ def contenders(nbytes):
     def loop(a, b, check):
         def run(iters):
             f = mpiar.allreduce
-            t0 = time.perf_counter()
             for _ in range(iters):
                 f(a, out=b, check=check)
-            return time.perf_counter() - t0
         return run
 
     c["numpy"] = loop(x, y, False)
@@ -65,12 +65,17 @@ def measure(nbytes, iters, reps, comm):
     runs = contenders(nbytes)
     for run in runs.values():  # warm-up: contexts, plans, first touches
         run(max(1, iters // 10))
-    times = {name: [] for name in runs}
+    wall = {name: [] for name in runs}
+    cpu = {name: [] for name in runs}
     for _ in range(reps):
         for name, run in runs.items():
             comm.Barrier()
-            times[name].append(run(iters) / iters)
-    return {name: float(np.median(v)) for name, v in times.items()}
+            t0, c0 = time.perf_counter(), time.thread_time()
+            run(iters)
+            wall[name].append((time.perf_counter() - t0) / iters)
+            cpu[name].append((time.thread_time() - c0) / iters)
+    med = {name: float(np.median(v)) for name, v in wall.items()}
+    return med, {name: float(np.median(v)) for name, v in cpu.items()}
 
 
 def main():
@@ -80,21 +85,22 @@ def main():
     p.add_argument("--large-iters", type=int, default=8)
     a = p.parse_args()
     comm = MPI.COMM_WORLD
-    small = measure(8, a.small_iters, a.reps, comm)
-    large = measure(64 << 20, a.large_iters, a.reps, comm)
+    small, small_cpu = measure(8, a.small_iters, a.reps, comm)
+    large, _ = measure(64 << 20, a.large_iters, a.reps, comm)
     if comm.Get_rank() != 0:
         return
     with open("/proc/loadavg") as f:
         load = f.read().split()[:3]
     print(f"# {comm.Get_size()} ranks, {MPI.Get_library_version().splitlines()[0]}; "
           f"load average {' '.join(load)}; medians of {a.reps} blocks")
-    print(f"{'contender':<14}{'8 B us/call':>14}{'overhead us':>14}{'64 MiB ms/call':>16}"
-          f"{'GB/s':>8}{'vs C':>8}")
+    print(f"{'':<14}{'8 B: us/call':>14}{'overhead':>10}{'CPU us/call':>13}{'overhead':>10}"
+          f"{'64 MiB: ms/call':>17}{'GB/s':>7}{'vs C':>7}")
     for name in small:
         ref = "C(torch)" if name.startswith("torch") else "C(numpy)"
-        s, l = small[name], large[name]
-        print(f"{name:<14}{s * 1e6:>14.3f}{(s - small[ref]) * 1e6:>14.3f}{l * 1e3:>16.3f}"
-              f"{(64 << 20) / l / 1e9:>8.2f}{large[ref] / l:>8.3f}")
+        s, sc, l = small[name], small_cpu[name], large[name]
+        print(f"{name:<14}{s * 1e6:>14.3f}{(s - small[ref]) * 1e6:>10.3f}{sc * 1e6:>13.3f}"
+              f"{(sc - small_cpu[ref]) * 1e6:>10.3f}{l * 1e3:>17.3f}{(64 << 20) / l / 1e9:>7.2f}"
+              f"{large[ref] / l:>7.3f}")
 
 
 if __name__ == "__main__":
