@@ -163,14 +163,16 @@ static PyObject *build_info(void) {
 static PyMethodDef methods[] = {
     {"allreduce", PYAR_FASTCALL(pyar_allreduce), METH_FASTCALL | METH_KEYWORDS,
      "allreduce($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
-     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nReduce x over every rank of comm (default MPI.COMM_WORLD) "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nReduce x over every rank of comm "
+     "(default MPI.COMM_WORLD) "
      "into out and return out: a new array like x when out is None, x itself (in place) when out "
      "is x. x: a NumPy array, a CPU torch.Tensor, or any object with the buffer protocol or "
      "__array_interface__. check=True verifies first, with one small allreduce, that every rank "
      "passes matching arguments."},
     {"bcast", PYAR_FASTCALL(pyar_bcast), METH_FASTCALL | METH_KEYWORDS,
      "bcast($module, /, x, root=0, comm=None, algorithm=None, segment_bytes=None, "
-     "timeout_ms=None, check=True)\n--\n\nBroadcast root's x into x on every rank (in place) and return x."},
+     "timeout_ms=None, check=True)\n--\n\nBroadcast root's x into x on every rank (in place) and "
+     "return x."},
     {"select", PYAR_FASTCALL(pyar_select), METH_FASTCALL | METH_KEYWORDS,
      "select($module, /, nbytes, nranks)\n--\n\nThe (algorithm, segment_bytes) that 'auto' "
      "picks for nbytes on nranks ranks."},
