@@ -1,0 +1,237 @@
+"""torch.Tensor support (every dtype incl. float16 and bfloat16, views, in place) and
+mpiar.torch: broadcast_parameters, broadcast_optimizer_state, DistributedOptimizer."""
+
+import numpy as np
+import pytest
+import torch
+
+import mpiar
+import mpiar.torch
+
+torch.set_num_threads(1)
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+          torch.int32, torch.int64, torch.bool]
+FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+OPS = ["sum", "prod", "min", "max", "avg", "band", "bor", "bxor", "land", "lor", "lxor"]
+
+
+def supported(dtype, op):
+    if dtype is torch.bool:
+        return op in ("land", "lor", "lxor", "band", "bor", "bxor", "min", "max")
+    if op in ("land", "lor", "lxor"):
+        return False
+    if dtype in FLOATS:
+        return op not in ("band", "bor", "bxor")
+    return op != "avg"
+
+
+def data(dtype, op, r, n=29):
+    """Small integers (exact in every format, also bfloat16's 8 bits) or full-range integers."""
+    g = torch.Generator().manual_seed(1000 * r + 10 * DTYPES.index(dtype) + OPS.index(op))
+    if dtype is torch.bool:
+        return torch.randint(0, 2, (n,), generator=g).bool()
+    if dtype in FLOATS:
+        lo, hi = (-3, 4) if op == "prod" else (-16, 17)
+        v = torch.randint(lo, hi, (n,), generator=g).double()
+        v[v == 0] = 1
+        return (v if op == "prod" else v / 2).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def reference(dtype, op, size):
+    xs = [data(dtype, op, r) for r in range(size)]
+    if dtype in FLOATS:
+        acc = xs[0].double()
+        for x in xs[1:]:
+            x = x.double()
+            acc = {"sum": acc + x, "avg": acc + x, "prod": acc * x, "min": torch.minimum(acc, x),
+                   "max": torch.maximum(acc, x)}[op]
+        return (acc / size if op == "avg" else acc).to(dtype)
+    # Integers and bools through NumPy, whose fixed-width arithmetic wraps like mpiar's.
+    arrs = np.stack([x.numpy() for x in xs])
+    uf = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
+          "band": np.bitwise_and, "bor": np.bitwise_or, "bxor": np.bitwise_xor,
+          "land": np.logical_and, "lor": np.logical_or, "lxor": np.logical_xor}[op]
+    return torch.from_numpy(uf.reduce(arrs, axis=0, dtype=arrs.dtype).astype(arrs.dtype))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_and_op(dtype, op, rank, size):
+    x = data(dtype, op, rank)
+    if not supported(dtype, op):
+        with pytest.raises(mpiar.BadDtypeOpError):
+            mpiar.allreduce(x, op=op)
+        return
+    y = mpiar.allreduce(x, op=op)
+    assert isinstance(y, torch.Tensor) and y.dtype == dtype and y.shape == x.shape
+    assert torch.equal(y, reference(dtype, op, size))
+    assert mpiar.allreduce(x, op=op, out=x) is x
+    assert torch.equal(x, y)
+
+
+def test_views_and_layouts(rank, size):
+    base = torch.arange(48, dtype=torch.float32).reshape(6, 8) * (rank + 1)
+    total = torch.arange(48, dtype=torch.float32).reshape(6, 8) * (size * (size + 1) // 2)
+    for view, ref in [(base.t(), total.t()), (base[:, ::2], total[:, ::2]), (base[2:4], total[2:4])]:
+        y = mpiar.allreduce(view)
+        assert y.is_contiguous() and torch.equal(y, ref)
+    row2 = base[2].clone()
+    row = base[3]  # a contiguous view into the middle of the storage, reduced in place
+    mpiar.allreduce(row, out=row)
+    assert torch.equal(base[3], total[3]) and torch.equal(base[2], row2)
+    cl = torch.ones(2, 3, 4, 5).to(memory_format=torch.channels_last) * (rank + 1)
+    assert torch.equal(mpiar.allreduce(cl), torch.full((2, 3, 4, 5), size * (size + 1) / 2))
+    with pytest.raises(ValueError, match="not contiguous"):
+        t = torch.ones(4, 4)
+        mpiar.allreduce(t, out=torch.empty(4, 8)[:, ::2])
+
+
+def test_zero_size_and_scalars(rank, size):
+    assert mpiar.allreduce(torch.empty(0)).shape == (0,)
+    assert mpiar.allreduce(torch.empty(3, 0, dtype=torch.int64)).shape == (3, 0)
+    s = torch.tensor(float(rank))
+    assert mpiar.allreduce(s).item() == size * (size - 1) / 2
+
+
+def test_parameters_and_grad_tensors(rank, size):
+    p = torch.nn.Parameter(torch.full((3,), float(rank)))
+    with torch.no_grad():
+        mpiar.allreduce(p, out=p, op="max")
+    assert torch.equal(p.detach(), torch.full((3,), float(size - 1))) and p.requires_grad
+    y = mpiar.allreduce(p)
+    assert not y.requires_grad
+
+
+def test_mixed_with_numpy(rank, size):
+    x = torch.full((4,), rank, dtype=torch.int32)
+    out = np.empty(4, np.int32)
+    assert mpiar.allreduce(x, out=out) is out and out.tolist() == [size * (size - 1) // 2] * 4
+    t = torch.empty(4, dtype=torch.int32)
+    mpiar.allreduce(np.full(4, 1, np.int32), out=t)
+    assert t.tolist() == [size] * 4
+    with pytest.raises(TypeError, match="dtype"):
+        mpiar.allreduce(torch.ones(4, dtype=torch.bfloat16), out=np.empty(4, np.float16))
+
+
+def test_bad_tensors():
+    with pytest.raises(TypeError, match="does not reduce"):
+        mpiar.allreduce(torch.ones(3, dtype=torch.int16))
+    with pytest.raises(TypeError, match="does not reduce"):
+        mpiar.allreduce(torch.ones(3, dtype=torch.complex64))
+    with pytest.raises(TypeError, match="strided"):
+        mpiar.allreduce(torch.eye(3).to_sparse())
+    with pytest.raises(TypeError, match="device 'meta'"):
+        mpiar.allreduce(torch.ones(3, device="meta"))
+
+
+def test_bcast_tensors(rank, size):
+    for dtype in (torch.bfloat16, torch.float16, torch.int64, torch.bool):
+        x = torch.full((7,), rank % 2, dtype=dtype)
+        assert mpiar.bcast(x, root=size - 1) is x
+        assert torch.equal(x, torch.full((7,), (size - 1) % 2, dtype=dtype))
+
+
+def test_kvstore_with_tensors(rank, size):
+    with mpiar.KVStore() as kv:
+        w = torch.full((2, 3), float(rank), dtype=torch.bfloat16)
+        kv.init("w", w)
+        assert torch.equal(w, torch.zeros(2, 3, dtype=torch.bfloat16))
+        v = kv.value("w")
+        assert isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 and v.shape == (2, 3)
+        g = [torch.full((2, 3), float(rank), dtype=torch.bfloat16)]
+        assert kv.pushpull(["w"], g) is g
+        assert torch.equal(g[0].float(), torch.full((2, 3), (size - 1) / 2))
+
+
+# ---- mpiar.torch ---------------------------------------------------------------------------
+
+def model(seed, mixed=False):
+    """A small model; `mixed` makes its last layer float64 (for the broadcasts, not for use)."""
+    torch.manual_seed(seed)
+    last = torch.nn.Linear(8, 2)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                               last.to(torch.float64) if mixed else last)
+
+
+def test_broadcast_parameters(rank, size):
+    m = model(seed=rank, mixed=True)
+    root = size - 1
+    expected = model(seed=root, mixed=True).state_dict()
+    with torch.no_grad():
+        m[1].num_batches_tracked.fill_(rank)
+    expected["1.num_batches_tracked"].fill_(root)
+    mpiar.torch.broadcast_parameters(m.state_dict(), root=root)
+    for name, t in m.state_dict().items():
+        assert torch.equal(t, expected[name]), name
+    m2 = model(seed=rank + 10)
+    mpiar.torch.broadcast_parameters(m2.named_parameters())
+    for a, b in zip(m2.parameters(), model(seed=10).parameters()):
+        assert torch.equal(a.detach(), b.detach())
+
+
+def test_broadcast_parameters_mismatch(rank, size):
+    if size < 2:
+        pytest.skip("needs 2 ranks")
+    m = torch.nn.Linear(4, 3 if rank == 1 else 2)
+    with pytest.raises(mpiar.MismatchError, match="names, dtypes, shapes"):
+        mpiar.torch.broadcast_parameters(m.state_dict())
+
+
+def test_broadcast_optimizer_state(rank, size):
+    m = model(seed=0)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1 * (rank + 1), momentum=0.9)
+    if rank == 0:
+        m(torch.ones(3, 4)).sum().backward()
+        opt.step()
+    mpiar.torch.broadcast_optimizer_state(opt, root=0)
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
+    bufs = [opt.state[p]["momentum_buffer"] for p in m.parameters()]
+    assert all(isinstance(b, torch.Tensor) for b in bufs)
+    bits = torch.cat([b.reshape(-1).double() for b in bufs])
+    assert torch.equal(mpiar.allreduce(bits, op="max"), bits)
+    assert torch.equal(mpiar.allreduce(bits, op="min"), bits)
+
+
+def test_distributed_optimizer_averages(rank, size):
+    m = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.fill_(1.0)
+    base = torch.optim.SGD(m.parameters(), lr=0.5)
+    opt = mpiar.torch.DistributedOptimizer(base, m.named_parameters())
+    assert isinstance(opt, torch.optim.SGD)
+    for p in m.parameters():
+        p.grad = torch.full_like(p, float(rank))
+    opt.step()
+    mean = (size - 1) / 2
+    for p in m.parameters():
+        assert torch.allclose(p.detach(), torch.full_like(p, 1.0 - 0.5 * mean))
+    # synchronize() first, then clip, then step(): the gradients are averaged once.
+    for p in m.parameters():
+        p.grad = torch.full_like(p, 2.0 * (rank + 1))
+    opt.synchronize()
+    torch.nn.utils.clip_grad_value_(m.parameters(), 100.0)
+    before = [p.detach().clone() for p in m.parameters()]
+    opt.step()
+    for p, b in zip(m.parameters(), before):
+        assert torch.allclose(p.detach(), b - 0.5 * (size + 1))
+    assert "state" in opt.state_dict()
+    # A parameter without a gradient counts as a zero gradient; a closure's loss comes back.
+    opt.zero_grad(set_to_none=True)
+    loss = opt.step(lambda: torch.tensor(3.0))
+    assert loss.item() == 3.0
+
+
+def test_distributed_optimizer_with_scheduler(rank, size):
+    m = torch.nn.Linear(2, 1)
+    opt = mpiar.torch.DistributedOptimizer(torch.optim.Adam(m.parameters(), lr=0.1))
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    m(torch.ones(1, 2) * rank).sum().backward()
+    opt.step()
+    sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
+    bits = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    assert torch.equal(mpiar.allreduce(bits, op="max"), bits)
