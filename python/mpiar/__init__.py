@@ -9,8 +9,15 @@ contiguous data is never copied.
   timeout_ms=None, check=True)``: the reduction of x over all ranks; a new array like x when
   ``out`` is None, x itself when ``out is x``.
 - ``bcast(x, root=0, comm=None, ...)``: root's x into x on every rank.
+- ``iallreduce(...)``, ``ibcast(...)``: the same, started in the background; they return a
+  ``Request`` (``wait()``, ``test()``, ``done``, ``free()``, a context manager) that keeps every
+  array it uses alive until the operation completes. ``allreduce_init(...)``, ``bcast_init(...)``:
+  persistent requests, run again and again with ``start()``. ``waitall``, ``waitany``,
+  ``testany`` on lists of requests. A request dropped while active is completed (waited for),
+  since the operation is collective.
 - ``select(nbytes, nranks)``: the algorithm and segment size ``"auto"`` picks.
-- ``KVStore``: the allreduce key-value store (init, pushpull, broadcast, step, save/load).
+- ``KVStore``: the allreduce key-value store (init, pushpull, pushpull_async, wait_all,
+  broadcast, step, update, save/load).
 - ``mpiar.torch``: broadcast_parameters, broadcast_optimizer_state, DistributedOptimizer.
 
 Errors raise ``mpiar.Error`` subclasses, one per C error code (``mpiar.TimeoutError``,
@@ -23,7 +30,9 @@ matching arguments; a rank whose arguments are wrong raises its own exception an
 from mpi4py import MPI as _MPI  # noqa: F401  (MPI is initialised by mpi4py, before the extension)
 
 from . import _mpiar
-from ._mpiar import Error, KVStore, algorithms, allreduce, bcast, build_info, kernel_level, select
+from ._mpiar import (Error, KVStore, Request, algorithms, allreduce, allreduce_init, bcast,
+                     bcast_init, build_info, iallreduce, ibcast, kernel_level, select, testany,
+                     waitall, waitany)
 
 __version__ = _mpiar.__version__
 
@@ -54,5 +63,7 @@ class SGD:
                 f"weight_decay={self.weight_decay})")
 
 
-__all__ = ["Error", "KVStore", "SGD", "algorithms", "allreduce", "bcast", "build_info", "errors",
-           "kernel_level", "select"] + [cls.__name__ for cls in _mpiar._error_classes]
+__all__ = ["Error", "KVStore", "Request", "SGD", "algorithms", "allreduce", "allreduce_init",
+           "bcast", "bcast_init", "build_info", "errors", "iallreduce", "ibcast", "kernel_level",
+           "select", "testany", "waitall", "waitany"] + [cls.__name__ for cls in
+                                                         _mpiar._error_classes]

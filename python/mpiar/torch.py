@@ -5,14 +5,19 @@
 - ``broadcast_optimizer_state(optimizer, root=0, comm=None)``: make every rank's optimizer state
   (momentum buffers, step counts, hyper-parameters) root's.
 - ``DistributedOptimizer(optimizer, named_parameters=None, comm=None, op="avg",
-  fusion_bytes=None)``: the optimizer, whose ``step()`` first averages every parameter's gradient
-  over the ranks with one fused ``KVStore.pushpull`` of all of them.
+  fusion_bytes=None, overlap=True, bucket_bytes=None, backward_passes_per_step=1, verify=True)``:
+  the optimizer, whose ``step()`` first averages every parameter's gradient over the ranks. With
+  ``overlap=True`` (the default) the averaging starts during the backward pass: gradient hooks
+  start asynchronous pushpulls of buckets of gradients as they become ready, and ``step()`` waits
+  for them. With ``overlap=False`` ``step()`` averages them all with one fused pushpull.
 
 Every function is collective over ``comm`` (``MPI.COMM_WORLD`` by default): every rank calls it,
 with the same parameters in the same order.
 """
 
+import collections
 import io
+import weakref
 from collections.abc import Mapping
 
 import numpy as np
@@ -91,9 +96,29 @@ def broadcast_optimizer_state(optimizer, root=0, comm=None):
 
 
 class _DistributedOptimizer:
-    """Mixed into the wrapped optimizer's own class (see DistributedOptimizer)."""
+    """Mixed into the wrapped optimizer's own class (see DistributedOptimizer).
 
-    def _mpiar_setup(self, named_parameters, comm, op, fusion_bytes):
+    Overlap. Parameters are cut into buckets of about ``bucket_bytes``, in reverse order of the
+    optimizer's parameters (the order in which a backward pass usually produces their
+    gradients). A hook on each parameter's gradient accumulator marks the parameter ready when
+    the backward pass has accumulated its gradient; when every parameter of a bucket is ready and
+    every earlier bucket has started, the bucket starts: one ``KVStore.pushpull_async`` of its
+    gradients, in place, with the priority ``-index`` (the first parameters highest), then the
+    first test of its last request, which starts the store's queue. Each later hook tests the
+    oldest started request, so the reductions advance while the backward pass computes.
+    ``synchronize()`` (and so ``step()``) starts the buckets still waiting and waits for all.
+
+    The rule that keeps the ranks in step: buckets start strictly in bucket order, one start
+    point each, so the sequence of collective calls is the same on every rank whatever order
+    the hooks fire in and whichever parameters receive a gradient. A parameter whose gradient the
+    backward pass did not produce on this rank (unused in this step, or a gradient of None) is
+    averaged in its bucket at ``step()``, with its current ``.grad`` or zeros when that is None,
+    exactly as the blocking optimizer does; it only delays its bucket (and the later ones) to
+    ``step()``.
+    """
+
+    def _mpiar_setup(self, named_parameters, comm, op, fusion_bytes, overlap, bucket_bytes,
+                     backward_passes_per_step, verify):
         params = [p for group in self.param_groups for p in group["params"]]
         if named_parameters is None:
             names = {}
@@ -111,6 +136,8 @@ class _DistributedOptimizer:
             if missing:
                 raise ValueError(f"DistributedOptimizer: {len(missing)} parameters of the optimizer "
                                  "are not in named_parameters")
+        if int(backward_passes_per_step) < 1:
+            raise ValueError("DistributedOptimizer: backward_passes_per_step must be at least 1")
         seen = set()
         self._mpiar_params = []
         for p in params:
@@ -118,43 +145,160 @@ class _DistributedOptimizer:
                 seen.add(id(p))
                 self._mpiar_params.append((names[id(p)], p))
         self._mpiar_names = [name for name, _ in self._mpiar_params]
-        self._mpiar_kv = mpiar.KVStore(comm, op=op, fusion_bytes=fusion_bytes)
+        self._mpiar_kv = mpiar.KVStore(comm, op=op, fusion_bytes=fusion_bytes, verify=verify)
         # The store registers every gradient's dtype and size once (its value is not used).
         self._mpiar_kv.init(self._mpiar_names,
                             [torch.zeros_like(p, memory_format=torch.contiguous_format)
                              for _, p in self._mpiar_params])
         self._mpiar_synchronized = False
+        self._mpiar_overlap = bool(overlap)
+        self._mpiar_passes = int(backward_passes_per_step)
+        if self._mpiar_overlap:
+            self._mpiar_make_buckets(_BUCKET_BYTES if bucket_bytes is None else int(bucket_bytes))
+            self._mpiar_reset()
+            self._mpiar_register_hooks()
+
+    # ---- overlap -------------------------------------------------------------------------
+
+    def _mpiar_make_buckets(self, bucket_bytes):
+        buckets, current, size = [], [], 0
+        for i in reversed(range(len(self._mpiar_params))):
+            p = self._mpiar_params[i][1]
+            n = p.numel() * p.element_size()
+            if current and size + n > bucket_bytes:
+                buckets.append(current)
+                current, size = [], 0
+            current.append(i)
+            size += n
+        if current:
+            buckets.append(current)
+        self._mpiar_buckets = buckets
+        self._mpiar_bucket_of = {i: b for b, bucket in enumerate(buckets) for i in bucket}
+
+    def _mpiar_reset(self):
+        """The state of a step before its backward pass."""
+        self._mpiar_countdown = [self._mpiar_passes] * len(self._mpiar_params)
+        self._mpiar_left = [len(bucket) for bucket in self._mpiar_buckets]
+        self._mpiar_next = 0          # the next bucket to start
+        self._mpiar_pending = collections.deque()  # started requests, oldest first
+        self._mpiar_hooked = False    # whether a hook fired since the last reset
+        self._mpiar_started_in_backward = 0
+
+    def _mpiar_register_hooks(self):
+        # A hook on the gradient accumulator runs after the backward pass has added the
+        # parameter's gradient into .grad (torch 1.13 has no post-accumulate hook on tensors).
+        # The accumulators are kept, or each backward pass would make new ones without hooks;
+        # the hooks hold the optimizer weakly, so a dropped optimizer takes its hooks along.
+        me = weakref.ref(self)
+        self._mpiar_grad_accs = []
+        with torch.enable_grad():
+            for i, (_, p) in enumerate(self._mpiar_params):
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                acc.register_hook(_make_hook(me, i))
+                self._mpiar_grad_accs.append(acc)
+
+    def _mpiar_on_grad(self, i):
+        left = self._mpiar_countdown[i]
+        if left == 0:
+            name = self._mpiar_names[i]
+            raise RuntimeError(
+                f"DistributedOptimizer: the gradient of {name!r} was computed again before "
+                f"step() (more than backward_passes_per_step={self._mpiar_passes} backward "
+                "passes); call step() or synchronize() in between, or raise "
+                "backward_passes_per_step to accumulate gradients locally")
+        self._mpiar_countdown[i] = left - 1
+        self._mpiar_hooked = True
+        if left > 1:
+            return
+        self._mpiar_left[self._mpiar_bucket_of[i]] -= 1
+        while (self._mpiar_next < len(self._mpiar_buckets)
+               and self._mpiar_left[self._mpiar_next] == 0):
+            self._mpiar_start_bucket()
+            self._mpiar_started_in_backward += 1
+        # Advance the started reductions (a test of a started request is local).
+        pending = self._mpiar_pending
+        while pending and pending[0].test():
+            pending.popleft()
+
+    def _mpiar_grad(self, i):
+        p = self._mpiar_params[i][1]
+        if p.grad is None:
+            p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        elif not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        return p.grad
+
+    def _mpiar_start_bucket(self):
+        bucket = self._mpiar_buckets[self._mpiar_next]
+        self._mpiar_next += 1
+        reqs = self._mpiar_kv.pushpull_async([self._mpiar_names[i] for i in bucket],
+                                             [self._mpiar_grad(i) for i in bucket],
+                                             priority=[-i for i in bucket])
+        # The first test of a queued request starts the store's queue: this bucket's start
+        # point, at the same place in the sequence of calls on every rank.
+        reqs[-1].test()
+        self._mpiar_pending.extend(reqs)
+
+    def _mpiar_finish(self):
+        """Start the buckets still waiting, in order, and wait for every reduction."""
+        try:
+            while self._mpiar_next < len(self._mpiar_buckets):
+                self._mpiar_start_bucket()
+        finally:
+            self._mpiar_kv.wait_all()
+            self._mpiar_reset()
+
+    # ---- the optimizer's interface ----------------------------------------------------------
 
     def synchronize(self):
-        """Average every gradient over the ranks now (one fused pushpull of all of them).
+        """Average every gradient over the ranks now.
 
         ``step()`` calls it unless it was called since the last step, so gradients can be
-        clipped between the two. A parameter without a gradient counts as a zero gradient.
+        clipped between the two. A parameter without a gradient counts as a zero gradient. With
+        overlap, it starts the buckets the backward pass has not started and waits for all.
         """
-        grads = []
-        for _, p in self._mpiar_params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
-            elif not p.grad.is_contiguous():
-                p.grad = p.grad.contiguous()
-            grads.append(p.grad)
-        if grads:
-            self._mpiar_kv.pushpull(self._mpiar_names, grads)
+        if self._mpiar_overlap:
+            self._mpiar_finish()
+        else:
+            grads = [self._mpiar_grad(i) for i in range(len(self._mpiar_params))]
+            if grads:
+                self._mpiar_kv.pushpull(self._mpiar_names, grads)
         self._mpiar_synchronized = True
+
+    def zero_grad(self, *args, **kwargs):
+        # Reductions started by hooks write into the gradients: finish them first (they are
+        # collective, so they are completed rather than abandoned).
+        if self._mpiar_overlap and self._mpiar_hooked:
+            self._mpiar_finish()
+        return super().zero_grad(*args, **kwargs)
 
     def step(self, closure=None):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        if not self._mpiar_synchronized:
+        if not self._mpiar_synchronized or (self._mpiar_overlap and self._mpiar_hooked):
             self.synchronize()
         self._mpiar_synchronized = False
         super().step()
         return loss
 
 
-def DistributedOptimizer(optimizer, named_parameters=None, comm=None, op="avg", fusion_bytes=None):
+def _make_hook(optimizer_ref, i):
+    def hook(*_):
+        opt = optimizer_ref()
+        if opt is not None:
+            opt._mpiar_on_grad(i)
+    return hook
+
+
+#: Default bucket size of the overlapping DistributedOptimizer.
+_BUCKET_BYTES = 1 << 20
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, comm=None, op="avg", fusion_bytes=None,
+                         overlap=True, bucket_bytes=None, backward_passes_per_step=1,
+                         verify=True):
     """Wrap a torch optimizer so that ``step()`` first averages the gradients over the ranks.
 
     The result is an instance of a subclass of the optimizer's own class sharing its state, so
@@ -162,10 +306,18 @@ def DistributedOptimizer(optimizer, named_parameters=None, comm=None, op="avg", 
     ``state_dict()`` work unchanged). ``named_parameters`` (e.g. ``model.named_parameters()``)
     names the gradients in the store; without it they are named by position. Every rank must
     wrap the same parameters in the same order (checked by the store). Collective.
+
+    ``overlap=True``: hooks start the averaging of buckets of about ``bucket_bytes`` (default
+    1 MiB) during the backward pass, and ``step()`` waits; ``overlap=False``: ``step()`` averages
+    everything in one fused pushpull. Both give the same bits. ``fusion_bytes`` is the store's
+    fusion threshold. ``backward_passes_per_step``: how many backward passes accumulate
+    gradients locally before the averaging starts. ``verify``: the store's agreement on the keys
+    at every start (one small allreduce each).
     """
     base = type(optimizer)
     cls = type(base.__name__, (_DistributedOptimizer, base), {"__module__": __name__})
     dist = cls.__new__(cls)
     dist.__dict__.update(optimizer.__dict__)
-    dist._mpiar_setup(named_parameters, comm, op, fusion_bytes)
+    dist._mpiar_setup(named_parameters, comm, op, fusion_bytes, overlap, bucket_bytes,
+                      backward_passes_per_step, verify)
     return dist

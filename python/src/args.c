@@ -130,6 +130,16 @@ static int mpi_state(const char *fname) {
   return 0;
 }
 
+int pyar_mpi_usable(void) {
+  if (mpi_live) {
+    return 1;
+  }
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
 int pyar_get_comm(PyObject *obj, MPI_Comm *comm, const char *fname) {
   if (obj == NULL || obj == Py_None) {
     *comm = MPI_COMM_WORLD;

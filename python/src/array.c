@@ -535,3 +535,15 @@ PyObject *pyar_new_from_template(PyObject *tmpl, const char *fname) {
   Py_XDECREF(kw);
   return r;
 }
+
+int pyar_array_refresh(pyar_array_t *a, char order) {
+  if (a->copy_obj != NULL) {
+    PyObject *r = PyObject_CallMethod(a->copy_obj, "copy_", "O", a->obj);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+  }
+  if (a->copy != NULL) {
+    return PyBuffer_ToContiguous(a->copy, &a->view, a->view.len, order);
+  }
+  return 0;
+}

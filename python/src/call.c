@@ -18,6 +18,7 @@ void pyar_call_init(pyar_call_t *c, const char *fname, int kind) {
   c->fname = fname;
   c->kind = kind;
   c->comm = MPI_COMM_NULL;
+  c->comm_obj = NULL;
   c->rank = 0;
   c->size = 0;
   pyar_array_init(&c->in);
@@ -41,6 +42,7 @@ void pyar_call_release(pyar_call_t *c) {
   pyar_array_release(&c->out);
   Py_CLEAR(c->algorithm);
   Py_CLEAR(c->result);
+  Py_CLEAR(c->comm_obj);
 }
 
 int pyar_call_comm(pyar_call_t *c, PyObject *comm) {
@@ -49,6 +51,8 @@ int pyar_call_comm(pyar_call_t *c, PyObject *comm) {
   }
   MPI_Comm_rank(c->comm, &c->rank);
   MPI_Comm_size(c->comm, &c->size);
+  Py_XINCREF(comm);
+  Py_XSETREF(c->comm_obj, comm);
   return 0;
 }
 

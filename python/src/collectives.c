@@ -1,8 +1,9 @@
 /*
  * mpiar.allreduce, mpiar.bcast and mpiar.select. Each call parses its arguments, prepares a
  * pyar_call_t (call.c), runs the cross-rank check unless check=False, and runs the C call without
- * the GIL. A nonblocking variant would stop after starting the C call and hand the prepared call
- * to a request object.
+ * the GIL. The nonblocking forms (iallreduce, ibcast) and the persistent ones (allreduce_init,
+ * bcast_init) prepare the call inside a request object (request.c), which owns its arrays until
+ * the operation completes, and start the C operation on it.
  */
 #include "pyar.h"
 
@@ -88,6 +89,139 @@ PyObject *pyar_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs, Py
   int local_failed =
       pyar_call_options(&c, a[3], a[4], a[5]) < 0 || pyar_call_prepare_bcast(&c, a[0], a[1]) < 0;
   return finish(&c, check, local_failed);
+}
+
+/* ---- nonblocking and persistent ------------------------------------------------------------ */
+
+enum { START_NONBLOCKING, START_PERSISTENT };
+
+/* Check, then start (or make) the operation prepared in @p req. Steals @p req. */
+static PyObject *start(PyObject *req, int how, int check, int local_failed) {
+  pyar_call_t *c = pyar_request_call(req);
+  if (check) {
+    if (pyar_call_agree(c, local_failed) < 0) {
+      goto fail;
+    }
+  } else if (local_failed) {
+    goto fail;
+  }
+  mpiar_request_t *h = pyar_request_handle(req);
+  int rc;
+  Py_BEGIN_ALLOW_THREADS;
+  if (c->kind == PYAR_CALL_ALLREDUCE && how == START_NONBLOCKING) {
+    rc = mpiar_iallreduce(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm, &c->opts, h);
+  } else if (c->kind == PYAR_CALL_ALLREDUCE) {
+    rc = mpiar_allreduce_init(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm, &c->opts, h);
+  } else if (how == START_NONBLOCKING) {
+    rc = mpiar_ibcast(c->recv, c->count, c->dtype, c->root, c->comm, &c->opts, h);
+  } else {
+    rc = mpiar_bcast_init(c->recv, c->count, c->dtype, c->root, c->comm, &c->opts, h);
+  }
+  Py_END_ALLOW_THREADS;
+  if (rc != MPIAR_SUCCESS) {
+    pyar_raise(rc, c->fname);
+    goto fail;
+  }
+  if (how == START_NONBLOCKING) {
+    pyar_request_started(req);
+  }
+  return req;
+fail:
+  Py_DECREF(req);
+  return NULL;
+}
+
+static PyObject *allreduce_request(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                                   pyar_sig_t *sig, int how) {
+  PyObject *a[8];
+  int check = 1;
+  if (pyar_parse(sig, args, nargs, kwnames, a) < 0 || get_check(a[7], &check) < 0) {
+    return NULL;
+  }
+  PyObject *req = pyar_request_new(PYAR_CALL_ALLREDUCE, sig->fname, how == START_PERSISTENT);
+  if (req == NULL) {
+    return NULL;
+  }
+  pyar_call_t *c = pyar_request_call(req);
+  if (pyar_call_comm(c, a[3]) < 0) {
+    Py_DECREF(req);
+    return NULL;
+  }
+  int local_failed = pyar_call_options(c, a[4], a[5], a[6]) < 0 ||
+                     pyar_call_prepare_allreduce(c, a[0], a[1], a[2]) < 0;
+  return start(req, how, check, local_failed);
+}
+
+static PyObject *bcast_request(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                               pyar_sig_t *sig, int how) {
+  PyObject *a[7];
+  int check = 1;
+  if (pyar_parse(sig, args, nargs, kwnames, a) < 0 || get_check(a[6], &check) < 0) {
+    return NULL;
+  }
+  PyObject *req = pyar_request_new(PYAR_CALL_BCAST, sig->fname, how == START_PERSISTENT);
+  if (req == NULL) {
+    return NULL;
+  }
+  pyar_call_t *c = pyar_request_call(req);
+  if (pyar_call_comm(c, a[2]) < 0) {
+    Py_DECREF(req);
+    return NULL;
+  }
+  int local_failed =
+      pyar_call_options(c, a[3], a[4], a[5]) < 0 || pyar_call_prepare_bcast(c, a[0], a[1]) < 0;
+  return start(req, how, check, local_failed);
+}
+
+static pyar_sig_t iallreduce_sig = {
+    "mpiar.iallreduce",
+    1,
+    8,
+    {"x", "op", "out", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL},
+    {NULL}};
+
+PyObject *pyar_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  (void)self;
+  return allreduce_request(args, nargs, kwnames, &iallreduce_sig, START_NONBLOCKING);
+}
+
+static pyar_sig_t allreduce_init_sig = {
+    "mpiar.allreduce_init",
+    1,
+    8,
+    {"x", "op", "out", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL},
+    {NULL}};
+
+PyObject *pyar_allreduce_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames) {
+  (void)self;
+  return allreduce_request(args, nargs, kwnames, &allreduce_init_sig, START_PERSISTENT);
+}
+
+static pyar_sig_t ibcast_sig = {
+    "mpiar.ibcast",
+    1,
+    7,
+    {"x", "root", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL},
+    {NULL}};
+
+PyObject *pyar_ibcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  (void)self;
+  return bcast_request(args, nargs, kwnames, &ibcast_sig, START_NONBLOCKING);
+}
+
+static pyar_sig_t bcast_init_sig = {
+    "mpiar.bcast_init",
+    1,
+    7,
+    {"x", "root", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL},
+    {NULL}};
+
+PyObject *pyar_bcast_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames) {
+  (void)self;
+  return bcast_request(args, nargs, kwnames, &bcast_init_sig, START_PERSISTENT);
 }
 
 static pyar_sig_t select_sig = {"mpiar.select", 2, 2, {"nbytes", "nranks", NULL}, {NULL}};

@@ -161,6 +161,10 @@ int pyar_raise(int rc, const char *fname) {
   /* Read the detail first: it is thread-local and the next mpiar call clears it. */
   char detail[1024];
   snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+  return pyar_raise_detail(rc, fname, detail);
+}
+
+int pyar_raise_detail(int rc, const char *fname, const char *detail) {
   char message[1200];
   if (detail[0] != '\0') {
     snprintf(message, sizeof message, "%s: %s: %s", fname, mpiar_strerror(rc), detail);

@@ -11,6 +11,11 @@
  * worker then raises its own exception. Under verify=False the C store skips the agreement of
  * pushpull and step, and so does this.
  *
+ * Asynchronous pushpull (pushpull_async) returns one mpiar.Request per key (request.c); the
+ * request owns the key's arrays until the reduction completes and marks the store busy while it
+ * is tested or waited for (which advances the store). The store keeps a list of its active
+ * requests, so that wait_all() and close() complete them all and release their arrays.
+ *
  * A store is used from one thread at a time: a call while another thread is inside one raises.
  */
 #include "pyar.h"
@@ -22,7 +27,8 @@ typedef struct {
   mpiar_kv_t *kv;
   int rank, size, verify;
   int busy;
-  PyObject *templates; /* key -> (kind, shape, dtype) of the value given to init */
+  PyObject *templates;     /* key -> (kind, shape, dtype) of the value given to init */
+  pyar_reqlist_t requests; /* active asynchronous pushpulls */
 } kvobject;
 
 typedef enum { JOIN_VERIFIED, JOIN_ALWAYS, JOIN_SAVE, JOIN_LOAD } join_kind_t;
@@ -394,7 +400,21 @@ static int kv_destroy(kvobject *self) {
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
-  int rc = finalized ? MPIAR_SUCCESS : mpiar_kv_destroy(self->kv);
+  int rc = MPIAR_SUCCESS;
+  if (!finalized) {
+    /* Finish the asynchronous pushpulls first, so that their requests release their arrays. */
+    self->busy = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    rc = mpiar_kv_wait_all(self->kv);
+    Py_END_ALLOW_THREADS;
+    self->busy = 0;
+    pyar_reqlist_collect(&self->requests);
+    int rc2;
+    Py_BEGIN_ALLOW_THREADS;
+    rc2 = mpiar_kv_destroy(self->kv);
+    Py_END_ALLOW_THREADS;
+    rc = rc != MPIAR_SUCCESS ? rc : rc2;
+  }
   self->kv = NULL;
   return rc;
 }
@@ -548,6 +568,150 @@ static PyObject *kv_pushpull(kvobject *self, PyObject *args, PyObject *kwds) {
   }
   /* priority orders asynchronous pushpulls; a blocking call has nothing to order. */
   return pushpull_or_step(self, keys, values, outs, 0);
+}
+
+/* ---- asynchronous pushpull ------------------------------------------------------------------ */
+
+/* The priority of entry i: one int for every key, or a list of one per key. */
+static int get_priority(PyObject *prio, Py_ssize_t i, Py_ssize_t n, int single, int *v,
+                        const char *fname) {
+  *v = 0;
+  if (prio == NULL || prio == Py_None) {
+    return 0;
+  }
+  if (PyList_Check(prio) || PyTuple_Check(prio)) {
+    if (single || PySequence_Fast_GET_SIZE(prio) != n) {
+      PyErr_Format(PyExc_ValueError, "%s: priority is a list of %zd for %zd keys", fname,
+                   PySequence_Fast_GET_SIZE(prio), single ? (Py_ssize_t)1 : n);
+      return -1;
+    }
+    prio = PySequence_Fast_GET_ITEM(prio, i);
+  }
+  return pyar_get_int(prio, v, fname, "priority");
+}
+
+static PyObject *kv_pushpull_async(kvobject *self, PyObject *args, PyObject *kwds) {
+  static char *kwlist[] = {"key", "value", "out", "priority", NULL};
+  const char *fname = "KVStore.pushpull_async";
+  PyObject *keys, *values, *outs = NULL, *prio = NULL;
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO:pushpull_async", kwlist, &keys, &values,
+                                   &outs, &prio) ||
+      usable(self, fname) < 0) {
+    return NULL;
+  }
+  batch_t b = {0};
+  PyObject *reqs = NULL, *r = NULL;
+  int *prios = NULL;
+  /* Every entry is checked before any is queued: a local error queues nothing. */
+  if (batch_prepare(self, &b, keys, values, outs, fname) < 0 ||
+      (prios = PyMem_Calloc((size_t)b.n + 1, sizeof *prios)) == NULL) {
+    if (!PyErr_Occurred()) {
+      PyErr_NoMemory();
+    }
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < b.n; i++) {
+    if (get_priority(prio, i, b.n, b.single, &prios[i], fname) < 0) {
+      goto done;
+    }
+  }
+  if ((reqs = PyList_New(b.n)) == NULL) {
+    goto done;
+  }
+  PyObject *results = b.outs_seq ? b.outs_seq : b.vals_seq;
+  for (Py_ssize_t i = 0; i < b.n; i++) {
+    PyObject *req = pyar_request_new(PYAR_CALL_KV, fname, 0);
+    if (req == NULL) {
+      goto done;
+    }
+    PyList_SET_ITEM(reqs, i, req);
+    pyar_call_t *c = pyar_request_call(req);
+    /* The request takes over the entry's arrays (references, views, copies). */
+    c->in = b.ins[i];
+    c->out = b.outs[i];
+    pyar_array_init(&b.ins[i]);
+    pyar_array_init(&b.outs[i]);
+    c->result = PySequence_Fast_GET_ITEM(results, i);
+    Py_INCREF(c->result);
+    pyar_request_set_owner(req, (PyObject *)self, &self->busy, &self->requests);
+  }
+  for (Py_ssize_t i = 0; i < b.n; i++) {
+    PyObject *req = PyList_GET_ITEM(reqs, i);
+    int rc;
+    KV_RUN(self, rc,
+           mpiar_kv_pushpull_async(self->kv, b.keys[i], b.in_ptrs[i], b.out_ptrs[i], prios[i],
+                                   pyar_request_handle(req)));
+    if (rc != MPIAR_SUCCESS) {
+      /* The requests already queued stay valid: dropping them completes them. */
+      pyar_raise(rc, fname);
+      goto done;
+    }
+    pyar_request_started(req);
+  }
+  if (b.single) {
+    r = PyList_GET_ITEM(reqs, 0);
+    Py_INCREF(r);
+  } else {
+    r = reqs;
+    reqs = NULL;
+  }
+done:
+  Py_XDECREF(reqs);
+  PyMem_Free(prios);
+  batch_free(&b);
+  return r;
+}
+
+static PyObject *kv_wait_all(kvobject *self, PyObject *unused) {
+  (void)unused;
+  const char *fname = "KVStore.wait_all";
+  if (usable(self, fname) < 0) {
+    return NULL;
+  }
+  int rc;
+  KV_RUN(self, rc, mpiar_kv_wait_all(self->kv));
+  char detail[1024];
+  snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+  pyar_reqlist_collect(&self->requests);
+  if (rc != MPIAR_SUCCESS) {
+    pyar_raise_detail(rc, fname, detail);
+    return NULL;
+  }
+  Py_RETURN_NONE;
+}
+
+/* update(key, grad): the optimizer on the stored value with an already averaged gradient. */
+static PyObject *kv_update(kvobject *self, PyObject *args) {
+  const char *fname = "KVStore.update";
+  PyObject *keys, *grads;
+  if (!PyArg_ParseTuple(args, "OO:update", &keys, &grads) || usable(self, fname) < 0) {
+    return NULL;
+  }
+  batch_t b = {0};
+  PyObject *r = NULL;
+  if (batch_keys(&b, keys, grads, NULL, fname) < 0) {
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < b.n; i++) {
+    PyObject *g = PySequence_Fast_GET_ITEM(b.vals_seq, i);
+    if (key_array(self, &b, i, &b.ins[i], g, fname, "grad") < 0 ||
+        pyar_array_data_in(&b.ins[i], 'C', &b.in_ptrs[i], fname, "grad") < 0) {
+      goto done;
+    }
+  }
+  for (Py_ssize_t i = 0; i < b.n; i++) {
+    int rc;
+    KV_RUN(self, rc, mpiar_kv_update(self->kv, b.keys[i], b.in_ptrs[i]));
+    if (rc != MPIAR_SUCCESS) {
+      pyar_raise(rc, fname);
+      goto done;
+    }
+  }
+  r = Py_None;
+  Py_INCREF(r);
+done:
+  batch_free(&b);
+  return r;
 }
 
 static PyObject *kv_step(kvobject *self, PyObject *args) {
@@ -814,6 +978,18 @@ static PyMethodDef kv_methods[] = {
     {"pushpull", (PyCFunction)(void (*)(void))kv_pushpull, KW,
      "pushpull(key, value, out=None, priority=0): sum or average value(s) over the workers into "
      "out (in place when out is None); a list of keys is fused. Returns out (or value)."},
+    {"pushpull_async", (PyCFunction)(void (*)(void))kv_pushpull_async, KW,
+     "pushpull_async(key, value, out=None, priority=0): start pushpull of value(s) in the "
+     "background and return an mpiar.Request (a list of them for a list of keys) whose wait() "
+     "returns out (or value). Queued tensors start, highest priority first, when the queue holds "
+     "fusion_bytes, at wait_all(), and at the first test or wait of a queued request: these are "
+     "collective points, in the same order on every worker."},
+    {"wait_all", (PyCFunction)kv_wait_all, METH_NOARGS,
+     "wait_all(): start every queued asynchronous pushpull and wait for all of them "
+     "(collective); their requests are then done."},
+    {"update", (PyCFunction)kv_update, METH_VARARGS,
+     "update(key, grad): apply the optimizer to the stored value(s) with gradient(s) already "
+     "averaged over the workers (local; step() is pushpull followed by update())."},
     {"broadcast", (PyCFunction)(void (*)(void))kv_broadcast, KW,
      "broadcast(key, value, root=0): value(s) and the stored value(s) become root's."},
     {"push", (PyCFunction)(void (*)(void))kv_push, KW,

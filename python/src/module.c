@@ -173,6 +173,33 @@ static PyMethodDef methods[] = {
      "bcast($module, /, x, root=0, comm=None, algorithm=None, segment_bytes=None, "
      "timeout_ms=None, check=True)\n--\n\nBroadcast root's x into x on every rank (in place) and "
      "return x."},
+    {"iallreduce", PYAR_FASTCALL(pyar_iallreduce), METH_FASTCALL | METH_KEYWORDS,
+     "iallreduce($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nStart allreduce(x, ...) and "
+     "return an mpiar.Request; its wait() returns the output. The request keeps x, out and any "
+     "copy alive until the operation completes."},
+    {"ibcast", PYAR_FASTCALL(pyar_ibcast), METH_FASTCALL | METH_KEYWORDS,
+     "ibcast($module, /, x, root=0, comm=None, algorithm=None, segment_bytes=None, "
+     "timeout_ms=None, check=True)\n--\n\nStart bcast(x, ...) and return an mpiar.Request."},
+    {"allreduce_init", PYAR_FASTCALL(pyar_allreduce_init), METH_FASTCALL | METH_KEYWORDS,
+     "allreduce_init($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nA persistent allreduce of x into "
+     "out: an inactive mpiar.Request whose start() reduces x's current contents again and again "
+     "(wait() or test() completes each run)."},
+    {"bcast_init", PYAR_FASTCALL(pyar_bcast_init), METH_FASTCALL | METH_KEYWORDS,
+     "bcast_init($module, /, x, root=0, comm=None, algorithm=None, segment_bytes=None, "
+     "timeout_ms=None, check=True)\n--\n\nA persistent broadcast of x (see allreduce_init)."},
+    {"waitall", PYAR_FASTCALL(pyar_waitall), METH_FASTCALL | METH_KEYWORDS,
+     "waitall($module, /, requests)\n--\n\nWait for every request (advancing them all "
+     "together) and return the list of their results; raise the first error in list order once "
+     "all have completed."},
+    {"waitany", PYAR_FASTCALL(pyar_waitany), METH_FASTCALL | METH_KEYWORDS,
+     "waitany($module, /, requests)\n--\n\nWait until a request of the list is done and return "
+     "its position (a request already done counts); its wait() then returns at once, with its "
+     "result or its error."},
+    {"testany", PYAR_FASTCALL(pyar_testany), METH_FASTCALL | METH_KEYWORDS,
+     "testany($module, /, requests)\n--\n\nThe position of a request of the list that is done "
+     "(advancing the active ones once), or None."},
     {"select", PYAR_FASTCALL(pyar_select), METH_FASTCALL | METH_KEYWORDS,
      "select($module, /, nbytes, nranks)\n--\n\nThe (algorithm, segment_bytes) that 'auto' "
      "picks for nbytes on nranks ranks."},
@@ -205,7 +232,7 @@ PyMODINIT_FUNC PyInit__mpiar(void) {
   }
   PyObject *info = build_info();
   if (info == NULL || pyar_module_add(m, "build_info", info) < 0 || pyar_errors_init(m) < 0 ||
-      pyar_kvstore_init(m) < 0 ||
+      pyar_request_init(m) < 0 || pyar_kvstore_init(m) < 0 ||
       PyModule_AddStringConstant(m, "__version__", mpiar_version()) < 0) {
     Py_XDECREF(info);
     Py_DECREF(m);

@@ -5,11 +5,12 @@
  * the C error list), args.c (argument parsing, communicators, operations, options), array.c
  * (NumPy arrays, buffer-protocol objects and torch tensors as typed memory), call.c (one prepared
  * collective call: validation, the cross-rank argument check, execution), collectives.c
- * (allreduce, bcast, select) and kvstore.c (the KVStore type).
+ * (allreduce, bcast, select, and their nonblocking and persistent forms), request.c (the Request
+ * type, waitall/waitany/testany) and kvstore.c (the KVStore type).
  *
  * A collective call is prepared into a pyar_call_t that owns everything the C call reads or
- * writes (references to the arrays, buffer views, temporary copies), so that a nonblocking call
- * can hand it to a request object and release it when the request completes.
+ * writes (references to the arrays, buffer views, temporary copies). A nonblocking call prepares
+ * it inside a request object, which releases it when the operation completes.
  */
 #ifndef PYAR_H
 #define PYAR_H
@@ -29,6 +30,9 @@ int pyar_errors_init(PyObject *module);
 
 /** Raise the exception class of @p rc with the library's detail (mpiar_last_error()). @return -1 */
 int pyar_raise(int rc, const char *fname);
+
+/** Raise the exception class of @p rc with a detail given by the caller. @return -1 */
+int pyar_raise_detail(int rc, const char *fname, const char *detail);
 
 /** Raise the exception class of @p rc with a detail made here. @return -1 */
 int pyar_raise_code(int rc, const char *fmt, ...);
@@ -87,6 +91,9 @@ int pyar_get_size(PyObject *obj, size_t *v, const char *fname, const char *what)
 /** An int argument. @return 0 or -1. */
 int pyar_get_int(PyObject *obj, int *v, const char *fname, const char *what);
 
+/** Whether MPI is initialised and not yet finalised (no exception is set). */
+int pyar_mpi_usable(void);
+
 /** Whether a registry algorithm (or "auto") is named @p name. */
 int pyar_known_algorithm(const char *name);
 
@@ -141,6 +148,13 @@ PyObject *pyar_array_new_like(const pyar_array_t *a, const char *fname);
 int pyar_array_data_in(pyar_array_t *a, char order, const void **data, const char *fname,
                        const char *what);
 
+/**
+ * Copy the elements of a non-contiguous input again into the contiguous temporary that
+ * pyar_array_data_in() made (persistent requests read the input afresh at every start).
+ * Does nothing when the array has no temporary. @return 0 or -1.
+ */
+int pyar_array_refresh(pyar_array_t *a, char order);
+
 /** Whether two arrays have the same shape. */
 int pyar_array_same_shape(const pyar_array_t *a, const pyar_array_t *b);
 
@@ -161,13 +175,14 @@ PyObject *pyar_array_template(const pyar_array_t *a);
 
 /* ---- call.c ------------------------------------------------------------------------------ */
 
-enum { PYAR_CALL_ALLREDUCE = 1, PYAR_CALL_BCAST = 2 };
+enum { PYAR_CALL_ALLREDUCE = 1, PYAR_CALL_BCAST = 2, PYAR_CALL_KV = 3 };
 
 /** One prepared collective call. */
 typedef struct pyar_call {
   const char *fname;
   int kind;
   MPI_Comm comm;
+  PyObject *comm_obj; /* the mpi4py communicator, kept while a request uses it */
   int rank, size;
   pyar_array_t in, out;
   int in_place;
@@ -213,11 +228,63 @@ int pyar_call_agree(pyar_call_t *c, int local_failed);
 /** Run the prepared call (blocking, without the GIL). @return 0 or -1. */
 int pyar_call_run(pyar_call_t *c);
 
+/* ---- request.c --------------------------------------------------------------------------- */
+
+typedef struct pyar_request pyar_request_t;
+
+/** The active requests of an owner (a KVStore), which completes them all at once. */
+typedef struct pyar_reqlist {
+  pyar_request_t *head;
+} pyar_reqlist_t;
+
+/**
+ * A new, inactive request object whose call (pyar_request_call()) the caller prepares and then
+ * starts on pyar_request_handle(), then marks it with pyar_request_started(). @p kind and
+ * @p fname initialise the call. New reference, or NULL with an exception.
+ */
+PyObject *pyar_request_new(int kind, const char *fname, int persistent);
+
+/** The call a request owns (its arrays stay alive while the request lives or is active). */
+pyar_call_t *pyar_request_call(PyObject *req);
+
+/** The C request handle to start the operation on. */
+mpiar_request_t *pyar_request_handle(PyObject *req);
+
+/** Mark a request whose operation was just started (it keeps its arrays until it completes). */
+void pyar_request_started(PyObject *req);
+
+/**
+ * Tie a request to its owner (a KVStore): it holds a reference to @p owner, sets *@p busy while
+ * a thread is inside a C call on it, and is on @p list while active.
+ */
+void pyar_request_set_owner(PyObject *req, PyObject *owner, int *busy, pyar_reqlist_t *list);
+
+/**
+ * Complete every request on @p list whose C request has completed (after mpiar_kv_wait_all(),
+ * all of them): release their arrays and keep their errors for wait(). Needs the GIL; calls
+ * only mpiar_test on requests that are complete in C.
+ */
+void pyar_reqlist_collect(pyar_reqlist_t *list);
+
+/** Add the Request type to @p module. @return 0 or -1. */
+int pyar_request_init(PyObject *module);
+
+PyObject *pyar_waitall(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *pyar_waitany(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *pyar_testany(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
 /* ---- collectives.c / kvstore.c ----------------------------------------------------------- */
 
 PyObject *pyar_allreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames);
 PyObject *pyar_bcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *pyar_iallreduce(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+PyObject *pyar_ibcast(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *pyar_allreduce_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames);
+PyObject *pyar_bcast_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
 PyObject *pyar_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *pyar_c_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 

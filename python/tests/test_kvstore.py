@@ -2,6 +2,7 @@
 checkpoints, and its errors, with NumPy arrays."""
 
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -236,3 +237,114 @@ def test_subcommunicator(comm, rank, size):
             assert x[0] == sum(r for r in range(size) if r % 2 == rank % 2)
     finally:
         sub.Free()
+
+
+# ---- asynchronous pushpull ------------------------------------------------------------------
+
+def test_async_equals_blocking_bit_for_bit(rank, size):
+    """pushpull_async of many tensors (fused into several buffers, one larger than the
+    threshold going alone, priorities reordering them) gives the bits of per-key pushpull."""
+    rng = np.random.default_rng(100 + rank)
+    shapes = [(5,), (3, 4), (1000,), (2, 2, 2), (0,), (70000,), (3000,), (1,)]
+    names = [f"a{i}" for i in range(len(shapes))]
+    vals = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    with mpiar.KVStore(fusion_bytes=16 << 10) as kv:
+        kv.init(names, [np.zeros(s, np.float32) for s in shapes])
+        expect = [v.copy() for v in vals]
+        for name, e in zip(names, expect):
+            kv.pushpull(name, e)
+        got = [v.copy() for v in vals]
+        reqs = [kv.pushpull_async(name, g, priority=(i * 7) % 5)
+                for i, (name, g) in enumerate(zip(names, got))]
+        assert all(isinstance(r, mpiar.Request) and not r.done for r in reqs)
+        # Completion in another order than the start order; the first wait on a queued request
+        # starts the queue (the same point on every worker).
+        for r in reversed(reqs):
+            r.wait()
+        for e, g in zip(expect, got):
+            assert g.tobytes() == e.tobytes()
+        # A list of keys: one request per key, out= leaves the inputs alone, priorities per key.
+        outs = [np.empty(s, np.float32) for s in shapes]
+        reqs = kv.pushpull_async(names, vals, out=outs, priority=list(range(len(names))))
+        assert isinstance(reqs, list) and len(reqs) == len(names)
+        results = mpiar.waitall(reqs)
+        assert all(res is o for res, o in zip(results, outs))
+        for e, o in zip(expect, outs):
+            assert o.tobytes() == e.tobytes()
+
+
+def test_async_wait_all_and_test(kv, rank, size):
+    kv.init(["p", "q"], [np.zeros(6), np.zeros(2)])
+    p = np.full(6, float(rank))
+    q = np.full(2, 2.0 * rank)
+    rp = kv.pushpull_async("p", p, priority=-1)
+    rq = kv.pushpull_async("q", q, priority=5)
+    assert rp.wait() is p  # starts the queue (both tensors) and waits for p
+    while not rq.test():
+        pass
+    np.testing.assert_allclose(p, np.full(6, (size - 1) / 2))
+    np.testing.assert_allclose(q, np.full(2, size - 1.0))
+    reqs = [kv.pushpull_async("p", np.full(6, 1.0)) for _ in range(3)]
+    kv.wait_all()  # starts and finishes everything; the requests are then done
+    assert all(r.done for r in reqs)
+    assert all((r.wait() == 1.0).all() for r in reqs)
+    kv.wait_all()  # nothing left: returns at once
+    # A value dropped by the caller stays alive in its request.
+    v = np.full(6, rank + 1.0)
+    alive = weakref.ref(v)
+    r = kv.pushpull_async("p", v)
+    del v
+    assert alive() is not None
+    np.testing.assert_allclose(r.wait(), np.full(6, (size + 1) / 2))
+    # Closing the store finishes its requests.
+    r = kv.pushpull_async("q", np.ones(2))
+    kv.close()
+    assert r.done and (r.wait() == 1.0).all()
+
+
+def test_async_errors(kv, rank, size):
+    kv.init("f", np.zeros(4, np.float32))
+    with pytest.raises(mpiar.KeyUnknownError):
+        kv.pushpull_async("nope", np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="has dtype float64"):
+        kv.pushpull_async("f", np.zeros(4))
+    with pytest.raises(ValueError, match="priority is a list of 1 for 2 keys"):
+        kv.pushpull_async(["f", "f"], [np.zeros(4, np.float32)] * 2, priority=[1])
+    with pytest.raises(TypeError):
+        kv.pushpull_async("f", np.zeros(4, np.float32), priority="high")
+    # None of those queued anything: the store goes on.
+    x = np.ones(4, np.float32)
+    kv.pushpull_async("f", x).wait()
+    np.testing.assert_array_equal(x, np.ones(4))
+    if size > 1:
+        # The priorities are part of the store's agreement at the start: a worker that passes
+        # another one makes the start fail on every worker.
+        r = kv.pushpull_async("f", np.ones(4, np.float32), priority=rank)
+        with pytest.raises(mpiar.MismatchError):
+            r.wait()
+        kv.pushpull("f", x)
+    # A request dropped while queued is completed (its first wait starts the queue).
+    y = np.full(4, rank + 1.0, np.float32)
+    with pytest.warns(ResourceWarning):
+        kv.pushpull_async("f", y)
+    np.testing.assert_allclose(y, np.full(4, (size + 1) / 2))
+
+
+def test_update_equals_step(kv, rank, size):
+    """step() is pushpull (average) then update(): async pushpull + update gives the same bits."""
+    w0 = np.linspace(-1, 1, 9).astype(np.float32)
+    kv.init(["s", "u"], [w0.copy(), w0.copy()])
+    kv.set_optimizer(mpiar.SGD(0.1, momentum=0.9, weight_decay=0.01))
+    rng = np.random.default_rng(rank)
+    for _ in range(3):
+        g = rng.standard_normal(9).astype(np.float32)
+        g2 = g.copy()
+        kv.step("s", g)
+        kv.pushpull_async("u", g2).wait()
+        kv.update("u", g2)
+    assert kv.value("s").tobytes() == kv.value("u").tobytes()
+    with pytest.raises(TypeError, match="dtype"):
+        kv.update("u", np.zeros(9))
+    kv.set_optimizer(None)
+    with pytest.raises(mpiar.UnsupportedError):
+        kv.update("u", np.zeros(9, np.float32))

@@ -226,6 +226,7 @@ def test_distributed_optimizer_averages(rank, size):
 
 
 def test_distributed_optimizer_with_scheduler(rank, size):
+    torch.manual_seed(0)  # the same initial weights on every rank
     m = torch.nn.Linear(2, 1)
     opt = mpiar.torch.DistributedOptimizer(torch.optim.Adam(m.parameters(), lr=0.1))
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
@@ -235,3 +236,129 @@ def test_distributed_optimizer_with_scheduler(rank, size):
     assert opt.param_groups[0]["lr"] == pytest.approx(0.05)
     bits = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
     assert torch.equal(mpiar.allreduce(bits, op="max"), bits)
+
+
+# ---- the hook-driven (overlapping) DistributedOptimizer -------------------------------------
+
+class _Probe(torch.autograd.Function):
+    """Identity on the model's input; its backward runs last and calls `seen`."""
+
+    @staticmethod
+    def forward(ctx, x, seen):
+        ctx.seen = seen
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.seen()
+        return g, None
+
+
+class Net(torch.nn.Module):
+    """An MLP; rank `skip` leaves its middle layer out (no gradient there on that rank)."""
+
+    def __init__(self, skip=None):
+        super().__init__()
+        torch.manual_seed(3)
+        self.l1 = torch.nn.Linear(6, 32)
+        self.l2 = torch.nn.Linear(32, 32)
+        self.l3 = torch.nn.Linear(32, 2)
+        self.skip = skip
+
+    def forward(self, x, rank, seen=None):
+        if seen is not None:
+            x = _Probe.apply(x.requires_grad_(), seen)
+        h = torch.tanh(self.l1(x))
+        if rank != self.skip:
+            h = torch.tanh(self.l2(h))
+        return self.l3(h)
+
+
+def pair(skip=None, passes=1):
+    """The same model twice: one with the blocking optimizer, one with the hook-driven one
+    (buckets of 512 bytes: [l3.bias, l3.weight, l2.bias], [l2.weight], [l1.bias], [l1.weight])."""
+    mb, mo = Net(skip), Net(skip)
+    ob = mpiar.torch.DistributedOptimizer(torch.optim.SGD(mb.parameters(), lr=0.1, momentum=0.9),
+                                          mb.named_parameters(), overlap=False)
+    oo = mpiar.torch.DistributedOptimizer(torch.optim.SGD(mo.parameters(), lr=0.1, momentum=0.9),
+                                          mo.named_parameters(), bucket_bytes=512,
+                                          backward_passes_per_step=passes)
+    assert len(oo._mpiar_buckets) == 4
+    return (mb, ob), (mo, oo)
+
+
+def same_bits(ma, mb):
+    return all(torch.equal(a, b) for a, b in zip(ma.parameters(), mb.parameters()))
+
+
+def identical_on_every_rank(m):
+    bits = torch.cat([p.detach().reshape(-1) for p in m.parameters()]).view(torch.int32)
+    return torch.equal(mpiar.allreduce(bits, op="max"), bits) and torch.equal(
+        mpiar.allreduce(bits, op="min"), bits)
+
+
+@pytest.mark.parametrize("skip", [None, 1], ids=["all-used", "rank1-skips-l2"])
+def test_overlap_equals_blocking_bit_for_bit(rank, size, skip):
+    """Same bits as the blocking optimizer, also when a rank produces no gradient for some
+    parameters (their buckets then start at step(), still in bucket order)."""
+    (mb, ob), (mo, oo) = pair(skip)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(4):
+        x, y = torch.randn(5, 6, generator=g), torch.randn(5, 2, generator=g)
+        for m, o in ((mb, ob), (mo, oo)):
+            o.zero_grad()
+            torch.nn.functional.mse_loss(m(x, rank), y).backward()
+            o.step()
+        assert same_bits(mb, mo)
+    assert identical_on_every_rank(mo)
+    if skip is not None and size > 1:
+        assert not torch.equal(Net(skip).l2.weight, mo.l2.weight)  # rank 0's gradients reached l2
+
+
+def test_overlap_starts_during_backward(rank, size):
+    """The reductions of the last layers start while the backward pass still runs: when it
+    reaches the model's input (last), the buckets of l3 and l2 have started."""
+    _, (mo, oo) = pair()
+    at_input = []
+    x, y = torch.randn(5, 6), torch.randn(5, 2)
+    oo.zero_grad()
+    loss = torch.nn.functional.mse_loss(
+        mo(x, rank, seen=lambda: at_input.append(oo._mpiar_started_in_backward)), y)
+    loss.backward()
+    assert at_input[0] >= 2
+    assert oo._mpiar_started_in_backward == 4  # l1's buckets too, started by its hooks
+    oo.step()
+    assert all(r.done for r in oo._mpiar_pending) and not oo._mpiar_pending
+
+
+def test_overlap_accumulation_and_misuse(rank, size):
+    (mb, ob), (mo, oo) = pair(passes=2)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(2):
+        batches = [(torch.randn(5, 6, generator=g), torch.randn(5, 2, generator=g))
+                   for _ in range(2)]
+        for m, o in ((mb, ob), (mo, oo)):
+            o.zero_grad()
+            for x, y in batches:  # two backward passes accumulate locally, one averaging
+                torch.nn.functional.mse_loss(m(x, rank), y).backward()
+            if o is oo:
+                assert oo._mpiar_started_in_backward == 4
+            o.step()
+        assert same_bits(mb, mo)
+    # A third backward pass before step(): a clear error, and synchronize() still completes.
+    x, y = torch.randn(5, 6, generator=g), torch.randn(5, 2, generator=g)
+    for _ in range(2):
+        torch.nn.functional.mse_loss(mo(x, rank), y).backward()
+    with pytest.raises(RuntimeError, match="computed again before step"):
+        torch.nn.functional.mse_loss(mo(x, rank), y).backward()
+    oo.synchronize()
+    # zero_grad() after a backward pass finishes the reductions it started, then clears.
+    oo.step()
+    for _ in range(2):
+        torch.nn.functional.mse_loss(mo(x, rank), y).backward()
+    oo.zero_grad()
+    assert all(p.grad is None or not p.grad.any() for p in mo.parameters())
+    assert not oo._mpiar_pending
+    # A dropped optimizer takes its hooks along.
+    del oo
+    torch.nn.functional.mse_loss(mo(x, rank), y).backward()
