@@ -3,7 +3,9 @@
 
 Every rank holds the whole model. Each step takes a global batch of B samples of a
 deterministic synthetic data set; rank r computes the loss and gradient of its B/p of them, and
-mpiar.torch.DistributedOptimizer averages the gradients over the ranks before the SGD step. The
+mpiar.torch.DistributedOptimizer averages the gradients over the ranks before the SGD step: its
+gradient hooks start the averaging of each bucket of gradients during the backward pass, and
+step() waits for them (--no-overlap: step() averages them all in one fused pushpull). The
 average of equal shards' mean gradients is the mean gradient of the global batch, so p ranks
 follow the 1-rank run with the same global batch up to float rounding, and every rank ends with
 the same parameters, bit for bit.
@@ -12,7 +14,7 @@ the same parameters, bit for bit.
         [--steps 40] [--global-batch 64] [--hidden 64]
         [--write curve.txt | --compare curve.txt]
         [--stop-after K --checkpoint FILE] [--resume FILE]
-        [--backend mpiar|gloo] [--time]
+        [--backend mpiar|gloo] [--no-overlap] [--bucket-bytes N] [--time]
 
 --write saves the loss curve; --compare checks this run's curve against a saved one (relative
 tolerance 1e-5) and fails otherwise. --stop-after K saves a checkpoint after K steps and stops;
@@ -142,6 +144,10 @@ def parse_args(argv):
     p.add_argument("--checkpoint")
     p.add_argument("--resume")
     p.add_argument("--backend", choices=["mpiar", "gloo"], default="mpiar")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="average all gradients in step() (one fused pushpull), not from hooks")
+    p.add_argument("--bucket-bytes", type=int,
+                   help="bucket size of the hook-driven averaging (default: the optimizer's)")
     p.add_argument("--gloo-port", type=int, default=29517)
     p.add_argument("--time", action="store_true", help="print the median step time")
     p.add_argument("--expect-ranks", type=int,
@@ -171,7 +177,9 @@ def main(argv=None):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     gloo = None
     if args.backend == "mpiar":
-        opt = mpiar.torch.DistributedOptimizer(opt, model.named_parameters(), comm=comm)
+        opt = mpiar.torch.DistributedOptimizer(opt, model.named_parameters(), comm=comm,
+                                               overlap=not args.no_overlap,
+                                               bucket_bytes=args.bucket_bytes)
     else:
         gloo = GlooAverager(comm, args.gloo_port)
     first = resume(args.resume, model, opt, comm) if args.resume else 0
