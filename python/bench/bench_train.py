@@ -12,7 +12,8 @@ its gradients its own way:
   contender per --bucket-bytes value; default: the optimizer's default bucket size);
 - mpiar.torch.DistributedOptimizer(overlap=False): one fused KVStore pushpull in step();
 - torch.distributed's gloo backend: one all_reduce of all gradients, flattened, after the
-  backward pass (as the example's --backend gloo).
+  backward pass (as the example's --backend gloo);
+- none: the same step without any averaging (the computation alone, for reference).
 
 Each repetition runs `steps` steps of each, alternating (the default alternates every step,
 which spreads a loaded machine's noise evenly), and the table gives, on rank 0, the medians over
@@ -83,6 +84,9 @@ def main():
     gloo = ex.GlooAverager(comm, a.gloo_port)
     contenders["torch.distributed gloo"] = (m2, opt2,
                                             lambda: gloo.average(list(m2.parameters())))
+    m3 = ex.make_model(a.hidden, seed=1)
+    opt3 = torch.optim.SGD(m3.parameters(), lr=0.01, momentum=0.9)
+    contenders["none (computation only)"] = (m3, opt3, lambda: None)
     times = {name: ([], []) for name in contenders}
     s = 0
     for rep in range(a.reps + 2):  # the first two repetitions warm up and are not counted
