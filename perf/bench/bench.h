@@ -16,8 +16,19 @@
 
 #include "mpiar.h"
 
-/* The most algorithms one run compares (registry entries plus `auto` and `mpi`). */
-#define BENCH_MAX_ALGS 16
+/* The most algorithms one run compares (registry entries plus `auto` and `mpi`, and their
+ * reproducible-mode forms). */
+#define BENCH_MAX_ALGS 24
+
+/* An algorithm name with this suffix runs in reproducible mode ("ring/repro", "auto/repro"). */
+#define BENCH_REPRO_SUFFIX "/repro"
+
+/* The mpiar algorithm of a name (without BENCH_REPRO_SUFFIX) in @p buf; @return 1 if it had the
+ * suffix. */
+int bench_split_name(const char *name, char *buf, size_t len);
+
+/* @return 1 for `auto` and `auto/repro`. */
+int bench_is_auto(const char *name);
 
 /* Names that are not registry entries. */
 #define BENCH_ALG_AUTO "auto"
@@ -57,6 +68,7 @@ typedef struct bench_opts {
   const char *csv_path;  /* --csv */
   const char *json_path; /* --json */
   int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
+  int reproducible;      /* --reproducible: each mpiar entry also in reproducible mode */
 } bench_opts_t;
 
 /*
@@ -65,6 +77,13 @@ typedef struct bench_opts {
  * @return -1 to run, else the exit code: 0 after --help, 2 for a bad argument.
  */
 int bench_parse_args(int argc, char **argv, bench_opts_t *o);
+
+/*
+ * The default list (no -a): every registry algorithm (the hierarchical ones only when
+ * @p multi_node), `auto`, their reproducible forms with --reproducible, then `mpi` when MPI has
+ * the datatype. @return 0, or -1 with a message in @p err.
+ */
+int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen);
 
 /* @return 1 if MPI has a predefined datatype for @p dtype (so `mpi` can run it), else 0. */
 int bench_mpi_has_dtype(mpiar_dtype_t dtype);

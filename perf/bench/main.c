@@ -483,8 +483,13 @@ static int build_plans(bench_state_t *st, bench_row_t *row) {
       continue;
     }
     const int is_auto = a == st->run.auto_index;
+    if (!is_auto && bench_is_auto(o->algs[a])) {
+      continue; /* `auto/repro`: its pick is not known here; the others' plans bound it */
+    }
+    char base[64];
+    bench_split_name(o->algs[a], base, sizeof base);
     bench_plan_t *plan = &row->plans[row->nplans];
-    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : o->algs[a],
+    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : base,
                                  is_auto ? row->auto_segment : 0, st->rank, st->p, row->count,
                                  o->dtype, o->op, o->inplace);
     if (rc != MPIAR_SUCCESS) {
@@ -624,7 +629,9 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
     rc = run_mpi(st->sendbuf, st->recvbuf, row->count, o, st->p, st->comm);
   } else {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
-    opts.algorithm = o->algs[s];
+    char base[64];
+    opts.reproducible = bench_split_name(o->algs[s], base, sizeof base);
+    opts.algorithm = base;
     rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : st->sendbuf, st->recvbuf, row->count,
                             o->dtype, o->op, st->comm, &opts);
   }
@@ -836,13 +843,33 @@ int main(int argc, char **argv) {
   st.esize = mpiar_dtype_size(st.o.dtype);
   st.run.opts = &st.o;
   st.run.nranks = st.p;
+  if (st.o.nalgs == 0) {
+    /* The default list: the hierarchical algorithms only where the job spans several nodes. */
+    MPI_Comm node;
+    int local = st.p;
+    if (MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+      MPI_Comm_size(node, &local);
+      MPI_Comm_free(&node);
+    }
+    int multi = local < st.p, any = 0;
+    MPI_Allreduce(&multi, &any, 1, MPI_INT, MPI_MAX, st.comm);
+    char err[256];
+    if (bench_default_algorithms(&st.o, any, err, sizeof err) != 0) {
+      if (st.rank == 0) {
+        fprintf(stderr, "mpiar-bench: %s\n", err);
+      }
+      MPI_Finalize();
+      return 2;
+    }
+  }
   st.run.mpi_index = -1;
   st.run.auto_index = -1;
   for (int a = 0; a < st.o.nalgs; a++) {
     if (strcmp(st.o.algs[a], BENCH_ALG_MPI) == 0) {
       st.run.mpi_index = a;
     } else if (strcmp(st.o.algs[a], BENCH_ALG_AUTO) == 0) {
-      st.run.auto_index = a;
+      st.run.auto_index = a; /* `auto/repro` is not: its pick is that of reproducible mode */
     }
   }
 

@@ -46,9 +46,28 @@ static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
   return 0;
 }
 
-/* @return 1 if name is a registry algorithm, `auto` or `mpi`. */
-static int known_algorithm(const char *name) {
-  if (strcmp(name, BENCH_ALG_AUTO) == 0 || strcmp(name, BENCH_ALG_MPI) == 0) {
+int bench_split_name(const char *name, char *buf, size_t len) {
+  size_t n = strlen(name), k = strlen(BENCH_REPRO_SUFFIX);
+  int repro = n > k && strcmp(name + n - k, BENCH_REPRO_SUFFIX) == 0;
+  snprintf(buf, len, "%.*s", (int)(repro ? n - k : n), name);
+  return repro;
+}
+
+int bench_is_auto(const char *name) {
+  char base[64];
+  bench_split_name(name, base, sizeof base);
+  return strcmp(base, BENCH_ALG_AUTO) == 0;
+}
+
+/* @return 1 if name is a registry algorithm, `auto` or `mpi` (mpiar's with or without
+ * BENCH_REPRO_SUFFIX). */
+static int known_algorithm(const char *full) {
+  if (strcmp(full, BENCH_ALG_MPI) == 0) {
+    return 1;
+  }
+  char name[64];
+  bench_split_name(full, name, sizeof name);
+  if (strcmp(name, BENCH_ALG_AUTO) == 0) {
     return 1;
   }
   int n = mpiar_algorithm_count();
@@ -113,19 +132,33 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
   }
 }
 
-/* Every registry algorithm, then `auto`, then `mpi` when MPI has the datatype. */
-static int default_algorithms(bench_opts_t *o, char *err, size_t errlen) {
+/*
+ * Every registry algorithm, then `auto`, then `mpi` when MPI has the datatype. The hierarchical
+ * algorithms are left out where the job runs on one node (they are their flat equivalents there;
+ * name them with -a to run them anyway): `multi_node` says whether it does not.
+ */
+int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen) {
   int n = mpiar_algorithm_count();
-  if (n + 2 > BENCH_MAX_ALGS) {
+  int per = o->reproducible ? 2 : 1;
+  if ((n + 1) * per + 1 > BENCH_MAX_ALGS) {
     snprintf(err, errlen, "the registry has %d algorithms; this build compares at most %d", n,
-             BENCH_MAX_ALGS - 2);
+             BENCH_MAX_ALGS);
     return -1;
   }
+  static char repro_names[BENCH_MAX_ALGS][64];
   o->nalgs = 0;
-  for (int i = 0; i < n; i++) {
-    o->algs[o->nalgs++] = mpiar_algorithm_name(i);
+  for (int i = 0; i <= n; i++) {
+    const char *name = i < n ? mpiar_algorithm_name(i) : BENCH_ALG_AUTO;
+    if (!multi_node && strncmp(name, "hier_", 5) == 0) {
+      continue;
+    }
+    o->algs[o->nalgs++] = name;
+    if (o->reproducible) {
+      snprintf(repro_names[o->nalgs], sizeof repro_names[0], "%s%s", name, BENCH_REPRO_SUFFIX);
+      o->algs[o->nalgs] = repro_names[o->nalgs];
+      o->nalgs++;
+    }
   }
-  o->algs[o->nalgs++] = BENCH_ALG_AUTO;
   if (bench_mpi_has_dtype(o->dtype)) {
     o->algs[o->nalgs++] = BENCH_ALG_MPI;
   } else {
@@ -251,6 +284,11 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .kind = TOOL_ARG_FLAG,
        .dest = &o->inplace,
        .help = "reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE)"},
+      {.long_name = "reproducible",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o->reproducible,
+       .help = "also run every mpiar entry of the default list in reproducible mode\n"
+               "(NAME/repro; with -a, name such entries yourself)"},
       {.long_name = "csv",
        .kind = TOOL_ARG_STRING,
        .dest = &o->csv_path,
@@ -314,8 +352,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
                                 mpiar_dtype_name(o->dtype));
       }
     }
-  } else if (default_algorithms(o, err, sizeof err) != 0) {
-    return tool_usage_error(&spec, "%s", err);
+  } else {
+    o->nalgs = 0; /* the default list, made once MPI tells whether the job spans nodes */
   }
   return -1;
 }

@@ -49,4 +49,11 @@ void mpiar__error_clear(void);
     goto cleanup;                           \
   } while (0)
 
+/*
+ * Checks shared by every call that reduces: a valid datatype and operation, the pair defined,
+ * and a count whose byte length fits a size_t. @p fn names the call in the detail.
+ * @return MPIAR_SUCCESS, MPIAR_ERR_INVALID_ARG or MPIAR_ERR_BAD_DTYPE_OP.
+ */
+int mpiar__check_reduction(const char *fn, mpiar_dtype_t dtype, mpiar_op_t op, size_t count);
+
 #endif /* MPIAR_COMMON_H */

@@ -1,4 +1,5 @@
 /* Datatype and operation names, sizes and the table of which operations each type supports. */
+#include <stdint.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -73,4 +74,23 @@ int mpiar_op_supported(mpiar_dtype_t dtype, mpiar_op_t op) {
   default:
     return 1;
   }
+}
+
+int mpiar__check_reduction(const char *fn, mpiar_dtype_t dtype, mpiar_op_t op, size_t count) {
+  if ((unsigned)dtype >= MPIAR__DTYPE_COUNT) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid datatype %d", fn, (int)dtype);
+  }
+  if ((unsigned)op >= MPIAR__OP_COUNT) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid operation %d", fn, (int)op);
+  }
+  if (!mpiar_op_supported(dtype, op)) {
+    return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "%s: operation %s is not defined on %s", fn,
+                        mpiar_op_name(op), mpiar_dtype_name(dtype));
+  }
+  /* The byte length of a buffer must be a size_t, with room to spare for offsets. */
+  if (count > SIZE_MAX / dtypes[dtype].size / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: count %zu of %zu-byte elements is too large",
+                        fn, count, dtypes[dtype].size);
+  }
+  return MPIAR_SUCCESS;
 }

@@ -82,25 +82,14 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
   if ((rc = mpiar__check_env_algorithm(*set)) != MPIAR_SUCCESS) {
     return rc;
   }
+  if ((rc = mpiar__check_reduction(c->fn, c->dtype, c->op, c->count)) != MPIAR_SUCCESS) {
+    return rc;
+  }
   size_t es = mpiar_dtype_size(c->dtype);
-  if (es == 0) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid datatype %d", c->fn, (int)c->dtype);
-  }
-  if (c->count > SIZE_MAX / es / 2) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: count %zu of %zu-byte elements is too large",
-                        c->fn, c->count, es);
-  }
   if (c->count > 0 && c->out == NULL) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL buffer with count %zu", c->fn, c->count);
   }
   if (c->coll == MPIAR__COLL_ALLREDUCE) {
-    if ((unsigned)c->op >= (unsigned)MPIAR__OP_COUNT) {
-      return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid operation %d", c->fn, (int)c->op);
-    }
-    if (!mpiar_op_supported(c->dtype, c->op)) {
-      return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "%s: operation %s is not defined on %s", c->fn,
-                          mpiar_op_name(c->op), mpiar_dtype_name(c->dtype));
-    }
     int in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
     if (!in_place && c->count > 0) {
       if (c->in == NULL) {

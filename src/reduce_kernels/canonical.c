@@ -111,15 +111,9 @@ static void reduce_chunk(unsigned char *dst, const void *const inputs[], int nra
 int mpiar_reduce_canonical(void *dst, const void *const inputs[], int nranks, size_t count,
                            mpiar_dtype_t dtype, mpiar_op_t op) {
   mpiar__error_clear();
-  if ((unsigned)dtype >= MPIAR__DTYPE_COUNT) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid datatype %d", (int)dtype);
-  }
-  if ((unsigned)op >= MPIAR__OP_COUNT) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid operation %d", (int)op);
-  }
-  if (!mpiar_op_supported(dtype, op)) {
-    return mpiar__error(MPIAR_ERR_BAD_DTYPE_OP, "operation %s is not defined on %s",
-                        mpiar_op_name(op), mpiar_dtype_name(dtype));
+  int rc = mpiar__check_reduction("mpiar_reduce_canonical", dtype, op, count);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
   }
   if (nranks < 1) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_reduce_canonical over %d ranks", nranks);
@@ -138,7 +132,7 @@ int mpiar_reduce_canonical(void *dst, const void *const inputs[], int nranks, si
       }
     }
   }
-  int rc = mpiar__kernels_init();
+  rc = mpiar__kernels_init();
   if (rc != MPIAR_SUCCESS || count == 0) {
     return rc;
   }
