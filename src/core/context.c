@@ -41,9 +41,9 @@ static mpiar__context_t *live_head;
 static int live_count;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
-static int keyval_error; /* MPI error class if creating the keyvals failed */
-static int finalizing;   /* set while MPI_Finalize releases the contexts */
-static int finalized;    /* set once they are released: no more contexts */
+static int keyval_error;    /* MPI error class if creating the keyvals failed */
+static int finalizing;      /* set while MPI_Finalize releases the contexts */
+static int finalized;       /* set once they are released: no more contexts */
 static unsigned generation; /* bumped whenever a context is released (invalidates caches) */
 
 /* Private communicators whose drain did not finish, kept until MPI_Finalize. */
@@ -550,22 +550,31 @@ static uint64_t node_key(void) {
   return h | 1; /* never 0, the value of ranks not yet heard from */
 }
 
-/* Every rank's node key (an allreduce of one slot per rank), then this rank's node size. */
-static int find_nodes(mpiar__context_t *ctx, long timeout_ms) {
+/*
+ * Every rank's node key (an allreduce of one slot per rank), then this rank's node size. Two more
+ * slots carry the selector key (mpiar__selector_key(): the tuning file and the machine) and its
+ * complement, so that after the maximum every rank knows whether all of them hold the same one
+ * (*agreed), and their table decisions agree.
+ */
+static int find_nodes(mpiar__context_t *ctx, long timeout_ms, uint64_t selector_key, int *agreed) {
   ctx->local_ranks = 1;
+  *agreed = 1;
   if (ctx->size == 1) {
     return MPIAR_SUCCESS;
   }
-  uint64_t *keys = calloc((size_t)ctx->size, sizeof *keys);
+  uint64_t *keys = calloc((size_t)ctx->size + 2, sizeof *keys);
   ctx->node_of = calloc((size_t)ctx->size, sizeof *ctx->node_of);
   if (keys == NULL || ctx->node_of == NULL) {
     free(keys);
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
   }
   keys[ctx->rank] = node_key();
-  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size, MPIAR_UINT64, MPIAR_MAX,
+  keys[ctx->size] = selector_key;
+  keys[ctx->size + 1] = ~selector_key;
+  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size + 2, MPIAR_UINT64, MPIAR_MAX,
                                      timeout_ms);
   if (rc == MPIAR_SUCCESS) {
+    *agreed = keys[ctx->size] == selector_key && keys[ctx->size + 1] == ~selector_key;
     int nodes = 0;
     for (int r = 0; r < ctx->size; r++) {
       int first = r;
@@ -595,18 +604,23 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
   MPI_Comm_size(ctx->comm, &ctx->size);
   ctx->cores = mpiar__usable_cpus();
   /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
-  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
+  ctx->yield =
+      set->wait == MPIAR__WAIT_YIELD || (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
   tag_layout(ctx);
   ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
   ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
   if (ctx->slot_req == NULL || ctx->held == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
   }
-  int rc = find_nodes(ctx, timeout_ms);
+  /* The tuning file was loaded by the call that got here (mpiar__settings_checked). */
+  const mpiar__tuning_t *tuning = NULL;
+  mpiar__tuning_get(set->tuning_file, &tuning);
+  int agreed = 1;
+  int rc = find_nodes(ctx, timeout_ms, mpiar__selector_key(tuning), &agreed);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
+  mpiar__selector_init(ctx, tuning, agreed);
   /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
    * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
   int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);

@@ -34,6 +34,7 @@
 #include "base/common.h"
 #include "base/settings.h"
 #include "schedule/schedule.h"
+#include "tuning/tuning.h"
 
 /* Bits of the builders' step tags (schedule.h: tags < MPIAR__TAG_LIMIT = 2^MPIAR__TAG_BITS). */
 #define MPIAR__TAG_BITS 10
@@ -61,21 +62,48 @@ typedef struct mpiar__plan_key {
 /* One MPI message of a SEND or RECV step (steps longer than the message limit are several). */
 typedef struct mpiar__piece {
   uint32_t step;
-  int tag;    /* step tag | size field (the slot is added when the request starts) */
-  size_t off; /* bytes from the step's start */
-  size_t len; /* bytes */
+  int tag;       /* step tag | size field (the slot is added when the request starts) */
+  size_t off;    /* bytes from the step's start */
+  size_t len;    /* bytes */
   uint8_t exact; /* 1: the tag holds the exact length (posted receive); 0: probed receive */
 } mpiar__piece_t;
 
 struct mpiar_request;
 struct mpiar__context;
 
+/* Where a choice of algorithm came from (MPIAR_DEBUG=1 prints it with the choice). */
+typedef enum mpiar__source {
+  MPIAR__SRC_OPTION = 0, /* the call's options named the algorithm */
+  MPIAR__SRC_ENV,        /* MPIAR_ALGORITHM */
+  MPIAR__SRC_TABLE,      /* the tuning file's table */
+  MPIAR__SRC_FITTED,     /* the cost model with the tuning file's fitted parameters */
+  MPIAR__SRC_BUILTIN     /* the cost model with the built-in parameters */
+} mpiar__source_t;
+
+/*
+ * What the automatic choices of one communicator use, set when its context is created: the
+ * process's tuning file, if the ranks agree on it, and whether its table applies here.
+ */
+typedef struct mpiar__selector {
+  const mpiar__tuning_t *tuning; /* NULL: no file (or the ranks disagree: built-in model) */
+  int table;                     /* 1: the table was measured on a communicator like this one */
+  char why[320];                 /* why the file's table (or the file) is not used */
+} mpiar__selector_t;
+
+/* One choice: the algorithm, its segment, and where it came from. */
+typedef struct mpiar__choice {
+  const mpiar__algorithm_t *alg;
+  size_t segment_bytes;
+  int source;                         /* mpiar__source_t */
+  const mpiar__tuning_range_t *range; /* MPIAR__SRC_TABLE: the range that decided */
+} mpiar__choice_t;
+
 typedef struct mpiar__plan {
   mpiar__plan_key_t key;
   const char *name; /* algorithm name, for messages */
   mpiar__schedule_t sched;
-  uint32_t *ndeps;      /* per step: its number of dependencies (copied into each run) */
-  uint32_t *start;      /* steps with no dependency, in order */
+  uint32_t *ndeps; /* per step: its number of dependencies (copied into each run) */
+  uint32_t *start; /* steps with no dependency, in order */
   size_t nstart;
   uint32_t *piece_first; /* per step: first piece (nsteps + 1 entries) */
   mpiar__piece_t *pieces;
@@ -116,54 +144,56 @@ typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
   int rank, size;
-  int local_ranks;   /* ranks of this communicator on this node */
-  int nnodes;        /* nodes of this communicator */
-  int *node_of;      /* node of every rank (NULL on one rank) */
-  int cores;         /* CPUs this process may use */
-  int yield;         /* 1: waiting ranks give their core away after a short spin */
-  int attached;      /* 1 while the attribute holds the context */
-  int refs;          /* the attribute + every request that points here */
+  int local_ranks; /* ranks of this communicator on this node */
+  int nnodes;      /* nodes of this communicator */
+  int *node_of;    /* node of every rank (NULL on one rank) */
+  int cores;       /* CPUs this process may use */
+  int yield;       /* 1: waiting ranks give their core away after a short spin */
+  int attached;    /* 1 while the attribute holds the context */
+  int refs;        /* the attribute + every request that points here */
 
   /* Tag layout (see the file header). */
   int size_bits, slot_bits;
-  int nslots;     /* data slots; slot nslots is the control slot */
+  int nslots;       /* data slots; slot nslots is the control slot */
   size_t exact_max; /* messages shorter than this carry their exact length */
 
   /* Operations in progress. */
-  uint32_t seq;                     /* operations started so far */
-  struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
-  struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
+  uint32_t seq;                    /* operations started so far */
+  struct mpiar_request **slot_req; /* the request running in each data slot, or NULL */
+  struct mpiar_request *active;    /* every started, unfinished request (list by anext) */
   int nactive;
-  int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
+  int entered;        /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
   uint32_t check_seq; /* argument checks run so far (control tags) */
 
   /* Failure: a broken context runs nothing; the reason is every later call's detail. */
   int broken;
   char broken_reason[512];
-  mpiar__notice_t notice_out;  /* sent to every rank when this rank fails */
-  MPI_Request *zombies;        /* requests of failed operations still in flight */
+  mpiar__notice_t notice_out; /* sent to every rank when this rank fails */
+  MPI_Request *zombies;       /* requests of failed operations still in flight */
   size_t nzombies, zombie_cap;
   mpiar__held_t *held;
   int nheld;
   uint64_t progress_count;   /* steps completed on this context (any request) */
   double suspect_time;       /* when a held message first contradicted its operation (0: none) */
   uint64_t suspect_progress; /* progress_count then */
-  MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
-  MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
+  MPI_Request idup_req;      /* an MPI_Comm_idup that did not finish before its deadline */
+  MPI_Comm late_comm;        /* what that MPI_Comm_idup makes */
   struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */
 
   /* Plan cache. */
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
   mpiar__plan_t *lru_head, *lru_tail;
   int nplans;
-  /* The last automatic choice, so that a loop of same-size calls skips the cost model. */
+  /* What automatic choices use (tuning file, whether its table applies). */
+  mpiar__selector_t selector;
+  /* The last automatic choice, so that a loop of same-size calls skips the selector. The
+   * choice depends on the datatype (a table per type, gamma per type). */
   struct {
     int valid;
-    size_t bytes, elem_size;
+    size_t bytes;
     int reproducible;
     mpiar_dtype_t dtype;
-    const mpiar__algorithm_t *alg;
-    size_t segment_bytes;
+    mpiar__choice_t choice;
   } last_choice;
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
@@ -202,30 +232,30 @@ struct mpiar_request {
   int persistent;
   int tainted; /* failed with messages in flight: freed only with the context */
   int state;
-  int rc;                 /* the result once finished */
-  char detail[512];       /* its detail */
+  int rc;           /* the result once finished */
+  char detail[512]; /* its detail */
   mpiar_dtype_t dtype;
-  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
-  int average;            /* final reductions divide by the rank count */
-  const void *in;         /* user buffers */
+  mpiar_op_t kop; /* the kernel's operation (AVG runs as SUM) */
+  int average;    /* final reductions divide by the rank count */
+  const void *in; /* user buffers */
   void *out;
   char *base[MPIAR__BUF_COUNT];
   void *scratch;
-  long timeout_ms;        /* 0: no deadline */
+  long timeout_ms; /* 0: no deadline */
   double deadline;
-  int check;              /* run the argument agreement first */
-  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
-  int priority;           /* higher starts first when the kvstore queues requests */
+  int check;             /* run the argument agreement first */
+  uint64_t signature[8]; /* the arguments the check agrees on (see executor.c) */
+  int priority;          /* higher starts first when the kvstore queues requests */
   uint32_t seq;
   int slot;
-  int tag_base;           /* slot << (size bits + step bits) */
+  int tag_base; /* slot << (size bits + step bits) */
 
   /* Per-run working state (allocated with the request, sized by the plan). */
-  uint32_t *pending;      /* per step: dependencies not yet complete */
-  uint32_t *ready;        /* communication queue, then computation queue */
-  uint32_t *piece_left;   /* per step: pieces not yet complete */
-  uint8_t *piece_state;   /* per piece: PIECE_* (receives) */
-  uint32_t *probing;      /* receive pieces waiting for MPI_Improbe */
+  uint32_t *pending;    /* per step: dependencies not yet complete */
+  uint32_t *ready;      /* communication queue, then computation queue */
+  uint32_t *piece_left; /* per step: pieces not yet complete */
+  uint8_t *piece_state; /* per piece: PIECE_* (receives) */
+  uint32_t *probing;    /* receive pieces waiting for MPI_Improbe */
   size_t nprobing;
   MPI_Request *mpireq;    /* outstanding MPI requests, compact */
   uint32_t *mpireq_piece; /* piece of each */
@@ -234,8 +264,8 @@ struct mpiar_request {
   size_t nmpireq;
   size_t comm_head, comm_tail, comp_head, comp_tail;
   size_t done;
-  unsigned polls;         /* passes since the clock was last read */
-  unsigned tests;         /* test calls (the scan cadence of test loops) */
+  unsigned polls; /* passes since the clock was last read */
+  unsigned tests; /* test calls (the scan cadence of test loops) */
 
   /* The argument check's state (control messages): per field, the smallest value and the
    * lowest rank holding it (entries 2f, 2f + 1), the largest and its rank (16 + 2f, 17 + 2f). */
@@ -370,14 +400,45 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
 
 /* ---- select.c ---- */
 
-/* The selector: per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then built-in. */
-int mpiar__select(const mpiar__settings_t *set, const char *requested,
-                  size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
-                  const mpiar__algorithm_t **alg, size_t *segment_bytes);
+/*
+ * The selector: the per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then the tuning
+ * table of @p sel (NULL: none) where it applies and covers (bytes, dtype), then the cost model
+ * (the tuning file's fitted parameters, else built-in). The choice is a registry entry; with
+ * @p reproducible the model costs each entry as its reproducible replacement, and the caller
+ * runs that replacement (mpiar__algorithm_reproducible()), as for a named or tabled algorithm.
+ */
+int mpiar__select(const mpiar__settings_t *set, const mpiar__selector_t *sel, const char *requested,
+                  size_t requested_segment_bytes, size_t bytes, mpiar_dtype_t dtype, int nranks,
+                  int reproducible, mpiar__choice_t *out);
 
-/* The automatic choice in reproducible mode: the cheapest reproducible replacement. */
-void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
-                                const mpiar__algorithm_t **alg, size_t *segment_bytes);
+/* "tuning table", "MPIAR_ALGORITHM", ... for an mpiar__source_t. */
+const char *mpiar__source_name(int source);
+
+/* One line for MPIAR_DEBUG=1: where @p ch came from, with the file, range or reason. */
+void mpiar__choice_describe(const mpiar__context_t *ctx, const mpiar__choice_t *ch, char *buf,
+                            size_t len);
+
+/*
+ * Settings, MPIAR_ALGORITHM against the registry, and the tuning file (loaded at the first call
+ * that needs it; *tuning is NULL without one; may be NULL). Every entry point that reads settings
+ * calls this, so a bad value or file fails every call alike.
+ */
+int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning);
+
+/* This process's machine: MPI library, CPU model, kernel level (computed once). */
+void mpiar__fingerprint_here(mpiar__fingerprint_t *fp);
+
+/*
+ * A value every rank of a communicator must share for its table decision to be the same on all
+ * of them: the tuning file's hash and this machine's fingerprint (a constant without a file).
+ */
+uint64_t mpiar__selector_key(const mpiar__tuning_t *t);
+
+/*
+ * Set ctx->selector from the process's tuning file @p t (NULL: none) once the node map is known;
+ * @p agreed: every rank had the same mpiar__selector_key() (else the built-in model is used).
+ */
+void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int agreed);
 
 /* Broadcast selection: per-call name, else the cheapest under the cost model. */
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,
