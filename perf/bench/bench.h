@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/tool.h"
 #include "mpiar.h"
 
 /* The most algorithms one run compares (registry entries plus `auto` and `mpi`). */
@@ -29,13 +30,13 @@
 
 /*
  * Without -i, each size runs about BENCH_AUTO_ITER_BYTES / bytes repetitions, clamped to
- * [BENCH_AUTO_ITERS_MIN, BENCH_AUTO_ITERS_MAX]: small messages need many repetitions for a
- * stable median, large ones few, and the whole default sweep stays within a few tens of seconds
- * per algorithm on a two-core machine.
+ * [BENCH_AUTO_ITERS_MIN, BENCH_AUTO_ITERS_MAX] (the tools' common rule, perf/common/tool.h):
+ * small messages need many repetitions for a stable median, large ones few, and the whole
+ * default sweep stays within a few tens of seconds per algorithm on a two-core machine.
  */
-#define BENCH_AUTO_ITER_BYTES ((size_t)128 << 20)
-#define BENCH_AUTO_ITERS_MIN 10
-#define BENCH_AUTO_ITERS_MAX 1000
+#define BENCH_AUTO_ITER_BYTES TOOL_ITER_BYTES
+#define BENCH_AUTO_ITERS_MIN TOOL_ITERS_MIN
+#define BENCH_AUTO_ITERS_MAX TOOL_ITERS_MAX
 
 /* Size ranges of the summary: small is 4 B..4 KiB, large is >= 4 MiB, medium in between. */
 #define BENCH_SMALL_MAX_BYTES ((size_t)4 << 10)

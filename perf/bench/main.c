@@ -345,43 +345,21 @@ static void progress_clear(progress_t *pg) {
 
 /* The sweep's sizes in bytes, rounded to whole elements, without repeats. */
 static int make_sizes(const bench_opts_t *o, size_t esize, size_t **out) {
-  int n = 0;
-  size_t *v = malloc(128 * sizeof *v);
-  if (v == NULL) {
+  *out = malloc(128 * sizeof **out);
+  if (*out == NULL) {
     return -1;
   }
-  for (size_t s = o->min_bytes; s <= o->max_bytes && n < 128;) {
-    size_t count = s / esize ? s / esize : 1;
-    size_t bytes = count * esize;
-    if (n == 0 || v[n - 1] != bytes) {
-      v[n++] = bytes;
-    }
-    if (s > o->max_bytes / o->factor) {
-      break;
-    }
-    s *= o->factor;
-  }
-  *out = v;
-  return n;
+  return tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, esize, *out, 128);
 }
 
 static int iters_for(const bench_opts_t *o, size_t bytes) {
-  if (o->iters > 0) {
-    return o->iters;
-  }
-  size_t n = BENCH_AUTO_ITER_BYTES / bytes;
-  if (n < BENCH_AUTO_ITERS_MIN) {
-    n = BENCH_AUTO_ITERS_MIN;
-  }
-  return n > BENCH_AUTO_ITERS_MAX ? BENCH_AUTO_ITERS_MAX : (int)n;
+  return o->iters > 0 ? o->iters
+                      : tool_iters_for(bytes, BENCH_AUTO_ITER_BYTES, BENCH_AUTO_ITERS_MIN,
+                                       BENCH_AUTO_ITERS_MAX);
 }
 
 static int warmup_for(const bench_opts_t *o, int iters) {
-  if (o->warmup >= 0) {
-    return o->warmup;
-  }
-  int w = iters / 10;
-  return w < 1 ? 1 : (w > 20 ? 20 : w);
+  return o->warmup >= 0 ? o->warmup : tool_warmup_for(iters);
 }
 
 /* Bytes each rank moves in a bandwidth-optimal allreduce of `bytes`: 2(p-1)/p * bytes. */

@@ -8,19 +8,9 @@
 
 #include "bench.h"
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a;
-  double y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Median of v[0..n-1] (sorted in place); NaN when n == 0. */
 static double median_inplace(double *v, int n) {
-  if (n <= 0) {
-    return NAN;
-  }
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return tool_median(v, n);
 }
 
 void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_t *out) {

@@ -141,4 +141,29 @@ int tool_check_memory(double need, const char *what, char *err, size_t errlen);
  */
 int tool_progress_wanted(void);
 
+/* ---- Timing rules of the measuring tools (tool_timing.c) ---- */
+
+/*
+ * Repetitions of a size without -i: about iter_bytes / bytes, clamped to [lo, hi], so small
+ * messages get many repetitions for a stable median and large ones few. mpiar-bench and
+ * mpiar-tune use TOOL_ITER_BYTES, TOOL_ITERS_MIN and TOOL_ITERS_MAX.
+ */
+#define TOOL_ITER_BYTES ((size_t)128 << 20)
+#define TOOL_ITERS_MIN 10
+#define TOOL_ITERS_MAX 1000
+int tool_iters_for(size_t bytes, size_t iter_bytes, int lo, int hi);
+
+/* Untimed repetitions before the timed ones: a tenth of them, 1 to 20. */
+int tool_warmup_for(int iters);
+
+/*
+ * The sizes of a sweep: min_bytes, times factor, ... up to max_bytes, each rounded down to whole
+ * elements of esize bytes (at least one) without repeats, at most max_sizes. @return how many.
+ */
+int tool_size_sweep(size_t min_bytes, size_t max_bytes, size_t factor, size_t esize, size_t *out,
+                    int max_sizes);
+
+/* The median of v[0..n-1], which is sorted in place; NaN when n == 0. */
+double tool_median(double *v, int n);
+
 #endif /* MPIAR_TOOL_H */

@@ -135,8 +135,7 @@ static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
  * ring block (count / p elements) has at most MPIAR__SEGMENTS_MAX segments, so a plan's size stays
  * bounded whatever is asked.
  */
-#define MPIAR__SEGMENTS_MAX 1024
-static size_t segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
+size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
   if (seg_bytes == 0) {
     return 0;
   }
@@ -237,7 +236,7 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
       .elem_size = es,
       .builder = alg,
       .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED)
-                           ? segment_elems(seg_bytes, c->count, es, ctx->size)
+                           ? mpiar__segment_elems(seg_bytes, c->count, es, ctx->size)
                            : 0,
       .in_place = in_place,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
