@@ -21,8 +21,8 @@ RESULTS_DIR=${RESULTS_DIR:-results}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 # Debian packages the build, the tests and the plots need.
-packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind
-  clang-14 libclang-rt-14-dev)
+packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev libjansson-dev gnuplot-nox
+  python3 valgrind clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -24,6 +24,14 @@
 #define BENCH_ALG_AUTO "auto"
 #define BENCH_ALG_MPI "mpi"
 
+/*
+ * A segmented algorithm with a fixed segment size is a column of its own, "NAME/seg=SIZE"
+ * (SIZE as "64K", "1M"): by default every segmented algorithm with each of mpiar-tune's candidate
+ * segments, so that the best column is the best choice tuning could have made and `auto`'s
+ * regret (time / best - 1) is measured against all of them.
+ */
+#define BENCH_SEG_INFIX "/seg="
+
 /* Sizes from 4 B to 256 MiB: the README's main sweep. */
 #define BENCH_DEFAULT_MIN_BYTES ((size_t)4)
 #define BENCH_DEFAULT_MAX_BYTES ((size_t)256 << 20)
@@ -43,21 +51,23 @@
 #define BENCH_LARGE_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct bench_opts {
-  size_t min_bytes;    /* -b */
-  size_t max_bytes;    /* -e */
-  size_t factor;       /* -f: each size is the previous one times this */
-  int iters;           /* -i: repetitions per size; 0 = scaled with size */
-  int warmup;          /* -w: untimed repetitions per size; -1 = scaled with size */
-  mpiar_dtype_t dtype; /* -d */
-  mpiar_op_t op;       /* -o */
-  int nalgs;           /* -a: the algorithms, in the order they run */
-  const char *algs[BENCH_MAX_ALGS];
-  int validate;          /* -c */
-  int inplace;           /* --inplace */
-  int quiet;             /* -q: no progress line */
-  const char *csv_path;  /* --csv */
-  const char *json_path; /* --json */
-  int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
+  size_t min_bytes;                 /* -b */
+  size_t max_bytes;                 /* -e */
+  size_t factor;                    /* -f: each size is the previous one times this */
+  int iters;                        /* -i: repetitions per size; 0 = scaled with size */
+  int warmup;                       /* -w: untimed repetitions per size; -1 = scaled with size */
+  mpiar_dtype_t dtype;              /* -d */
+  mpiar_op_t op;                    /* -o */
+  int nalgs;                        /* -a: the algorithms, in the order they run */
+  const char *algs[BENCH_MAX_ALGS]; /* as named: "ring", "ring/seg=1M", "auto", "mpi" */
+  const char *alg_base[BENCH_MAX_ALGS]; /* the registry name ("ring"), or auto / mpi */
+  size_t alg_segment[BENCH_MAX_ALGS];   /* the segment of a "NAME/seg=SIZE" column, else 0 */
+  int validate;                         /* -c */
+  int inplace;                          /* --inplace */
+  int quiet;                            /* -q: no progress line */
+  const char *csv_path;                 /* --csv */
+  const char *json_path;                /* --json */
+  int mpi_dropped; /* `mpi` left out of the default list: MPI has no such datatype */
 } bench_opts_t;
 
 /*
@@ -134,6 +144,9 @@ typedef struct bench_row {
   const char *limit_plan; /* that plan's name */
   const char *auto_pick;  /* what `auto` selected at this size, NULL if `auto` did not run */
   size_t auto_segment;
+  const char *auto_source; /* where that choice came from ("tuning table", "model ...") */
+  int best_alg;            /* the fastest column that is neither auto nor mpi, or -1 */
+  double best_time;        /* its median, seconds */
   bench_stat_t alg[BENCH_MAX_ALGS];
 } bench_row_t;
 
@@ -158,6 +171,7 @@ typedef struct bench_figures {
   double limit_bw;  /* limit_bytes / limit time, GB/s */
   double pct_limit; /* busbw / limit_bw * 100 */
   double speedup;   /* median time of `mpi` / median time of this algorithm: > 1 is faster */
+  double regret;    /* median time / the best column's - 1: what choosing this column costs */
 } bench_figures_t;
 
 void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f);

@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "common/tool.h"
+#include "core/context.h"
 
 /* At most this many mismatch messages per rank; the count of failures is always complete. */
 #define MAX_FAILURE_MESSAGES 5
@@ -443,6 +444,20 @@ typedef struct bench_state {
 } bench_state_t;
 
 /*
+ * The segment the library runs for @p seg at @p count elements (it raises small ones so that a
+ * block has at most MPIAR__SEGMENTS_MAX), or 0 when that does not split a ring block: the
+ * schedule is then the unsegmented one.
+ */
+static size_t effective_segment(size_t seg, size_t count, size_t es, int p) {
+  if (seg == 0 || count == 0) {
+    return 0;
+  }
+  size_t eff = mpiar__segment_elems(seg, count, es, p) * es;
+  size_t block = (count + (size_t)p - 1) / (size_t)p * es;
+  return eff < block ? eff : 0;
+}
+
+/*
  * The limit's plans of row k: the exchange, then each algorithm's schedule once (`auto` adds
  * its pick where that is not already there, e.g. with a segment). @return an mpiar code.
  */
@@ -462,9 +477,10 @@ static int build_plans(bench_state_t *st, bench_row_t *row) {
     }
     const int is_auto = a == st->run.auto_index;
     bench_plan_t *plan = &row->plans[row->nplans];
-    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : o->algs[a],
-                                 is_auto ? row->auto_segment : 0, st->rank, st->p, row->count,
-                                 o->dtype, o->op, o->inplace);
+    size_t seg = effective_segment(is_auto ? row->auto_segment : o->alg_segment[a], row->count,
+                                   st->esize, st->p);
+    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : o->alg_base[a], seg, st->rank,
+                                 st->p, row->count, o->dtype, o->op, o->inplace);
     if (rc != MPIAR_SUCCESS) {
       return rc;
     }
@@ -500,8 +516,10 @@ static int plan_sweep(bench_state_t *st) {
     row->iters = iters_for(o, st->sizes[k]);
     row->warmup = warmup_for(o, row->iters);
     if (st->run.auto_index >= 0) {
-      /* The selector reads the same environment on every rank. */
-      int rc = mpiar_select(row->bytes, st->p, &row->auto_pick, &row->auto_segment);
+      /* What `auto` runs on this communicator, and where that choice comes from (a tuning
+       * table, the model); collective, like the calls it predicts. */
+      int rc = mpiar_select_comm(st->comm, row->count, o->dtype, &row->auto_pick,
+                                 &row->auto_segment, &row->auto_source);
       if (rc != MPIAR_SUCCESS) {
         return rc;
       }
@@ -602,7 +620,8 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
     rc = run_mpi(st->sendbuf, st->recvbuf, row->count, o, st->p, st->comm);
   } else {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
-    opts.algorithm = o->algs[s];
+    opts.algorithm = o->alg_base[s];
+    opts.segment_bytes = o->alg_segment[s];
     rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : st->sendbuf, st->recvbuf, row->count,
                             o->dtype, o->op, st->comm, &opts);
   }
@@ -652,6 +671,28 @@ static void run_size(bench_state_t *st, int k) {
                        &row->alg[a]);
     row->alg[a].failures = failures[a];
     st->total_failures += failures[a];
+  }
+  /* The best column: the fastest median of every algorithm and segment (not auto, not mpi).
+   * A segment column that runs the same schedule as an earlier column (its segment does not
+   * split a block at this size, or the library raises it to another column's) is left out:
+   * the minimum over copies of one schedule would only pick the luckiest noise. */
+  row->best_alg = -1;
+  row->best_time = NAN;
+  for (int a = 0; a < o->nalgs; a++) {
+    int copy = 0;
+    if (o->alg_segment[a] != 0) {
+      size_t eff = effective_segment(o->alg_segment[a], row->count, st->esize, st->p);
+      for (int q = 0; q < a && !copy; q++) {
+        copy = q != st->run.auto_index && q != st->run.mpi_index &&
+               strcmp(o->alg_base[q], o->alg_base[a]) == 0 &&
+               effective_segment(o->alg_segment[q], row->count, st->esize, st->p) == eff;
+      }
+    }
+    if (!copy && a != st->run.auto_index && a != st->run.mpi_index &&
+        (row->best_alg < 0 || row->alg[a].median < row->best_time)) {
+      row->best_alg = a;
+      row->best_time = row->alg[a].median;
+    }
   }
   /* The limit: the best repetition of the fastest plan. */
   row->limit_time = NAN;

@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/algorithms.h"
 #include "base/common.h"
+#include "base/settings.h"
 #include "bench.h"
+#include "tuning/tuning.h"
 #include "common/tool.h"
 
 int bench_mpi_has_dtype(mpiar_dtype_t dtype) {
@@ -46,18 +49,60 @@ static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
   return 0;
 }
 
-/* @return 1 if name is a registry algorithm, `auto` or `mpi`. */
-static int known_algorithm(const char *name) {
+static void list_algorithms(char *buf, size_t len);
+
+/* "64K", "1M", "1536": the short form of a segment size in column names. */
+static void short_size(size_t b, char *buf, size_t len) {
+  if (b >= ((size_t)1 << 30) && b % ((size_t)1 << 30) == 0) {
+    snprintf(buf, len, "%zuG", b >> 30);
+  } else if (b >= ((size_t)1 << 20) && b % ((size_t)1 << 20) == 0) {
+    snprintf(buf, len, "%zuM", b >> 20);
+  } else if (b >= 1024 && b % 1024 == 0) {
+    snprintf(buf, len, "%zuK", b >> 10);
+  } else {
+    snprintf(buf, len, "%zu", b);
+  }
+}
+
+/*
+ * Split a name into its registry part and segment: @return 1 if name is a registry algorithm,
+ * `auto`, `mpi`, or a segmented registry algorithm with "/seg=SIZE" (SIZE >= 4 KiB), with
+ * *segment set; 0 (with a reason in err) otherwise. *base points into name's copy in @p store.
+ */
+static int known_algorithm(char *name, const char **base, size_t *segment, char *err,
+                           size_t errlen) {
+  *segment = 0;
+  *base = name;
   if (strcmp(name, BENCH_ALG_AUTO) == 0 || strcmp(name, BENCH_ALG_MPI) == 0) {
     return 1;
   }
+  char *seg = strstr(name, BENCH_SEG_INFIX);
+  if (seg != NULL) {
+    const char *size = seg + strlen(BENCH_SEG_INFIX);
+    if (tool_parse_size(size, segment) != 0 || *segment < MPIAR__SEGMENT_MIN) {
+      snprintf(err, errlen, "-a: '%s': the segment is not a size of at least 4K", name);
+      return 0;
+    }
+  }
   int n = mpiar_algorithm_count();
+  size_t len = seg ? (size_t)(seg - name) : strlen(name);
   for (int i = 0; i < n; i++) {
     const char *r = mpiar_algorithm_name(i);
-    if (r != NULL && strcmp(r, name) == 0) {
+    if (r != NULL && strlen(r) == len && strncmp(r, name, len) == 0) {
+      const mpiar__algorithm_t *a = mpiar__algorithm_find(r);
+      if (seg != NULL && !(a->flags & MPIAR__ALG_SEGMENTED)) {
+        snprintf(err, errlen, "-a: '%s': %s takes no segment", name, r);
+        return 0;
+      }
+      *base = r;
       return 1;
     }
   }
+  char names[256];
+  list_algorithms(names, sizeof names);
+  snprintf(err, errlen,
+           "-a: unknown algorithm '%s' (known: %s, and NAME/seg=SIZE for a segmented one)", name,
+           names);
   return 0;
 }
 
@@ -89,15 +134,23 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
       snprintf(err, errlen, "-a: empty algorithm name in the list");
       return -1;
     }
-    if (!known_algorithm(p)) {
-      char names[256];
-      list_algorithms(names, sizeof names);
-      snprintf(err, errlen, "-a: unknown algorithm '%s' (known: %s)", p, names);
+    const char *base = NULL;
+    size_t seg = 0;
+    if (!known_algorithm(p, &base, &seg, err, errlen)) {
       return -1;
+    }
+    if (seg != 0) {
+      /* The column's name in the canonical short form, as the default list writes it. */
+      static char names[BENCH_MAX_ALGS][48];
+      char sz[24];
+      short_size(seg, sz, sizeof sz);
+      snprintf(names[o->nalgs < BENCH_MAX_ALGS ? o->nalgs : 0], sizeof names[0], "%s%s%s", base,
+               BENCH_SEG_INFIX, sz);
+      p = names[o->nalgs < BENCH_MAX_ALGS ? o->nalgs : 0];
     }
     for (int i = 0; i < o->nalgs; i++) {
       if (strcmp(o->algs[i], p) == 0) {
-        snprintf(err, errlen, "-a: algorithm '%s' is listed twice", p);
+        snprintf(err, errlen, "-a: algorithm '%.64s' is listed twice", p);
         return -1;
       }
     }
@@ -105,6 +158,8 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
       snprintf(err, errlen, "-a: more than %d algorithms", BENCH_MAX_ALGS);
       return -1;
     }
+    o->alg_base[o->nalgs] = base;
+    o->alg_segment[o->nalgs] = seg;
     o->algs[o->nalgs++] = p;
     if (comma == NULL) {
       return 0;
@@ -113,20 +168,45 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
   }
 }
 
-/* Every registry algorithm, then `auto`, then `mpi` when MPI has the datatype. */
-static int default_algorithms(bench_opts_t *o, char *err, size_t errlen) {
+/*
+ * Every registry algorithm, each segmented one also with every segment of @p segs, then `auto`,
+ * then `mpi` when MPI has the datatype.
+ */
+static int default_algorithms(bench_opts_t *o, const size_t *segs, int nsegs, char *err,
+                              size_t errlen) {
+  /* The names live until the process ends. */
+  static char names[BENCH_MAX_ALGS][48];
   int n = mpiar_algorithm_count();
-  if (n + 2 > BENCH_MAX_ALGS) {
-    snprintf(err, errlen, "the registry has %d algorithms; this build compares at most %d", n,
-             BENCH_MAX_ALGS - 2);
-    return -1;
-  }
   o->nalgs = 0;
   for (int i = 0; i < n; i++) {
-    o->algs[o->nalgs++] = mpiar_algorithm_name(i);
+    const char *name = mpiar_algorithm_name(i);
+    const mpiar__algorithm_t *a = mpiar__algorithm_find(name);
+    int ncol = 1 + ((a->flags & MPIAR__ALG_SEGMENTED) ? nsegs : 0);
+    if (o->nalgs + ncol + 2 > BENCH_MAX_ALGS) {
+      snprintf(err, errlen,
+               "the registry and its segments make more than the %d columns this build compares "
+               "(use -a or fewer --segments)",
+               BENCH_MAX_ALGS - 2);
+      return -1;
+    }
+    for (int k = -1; k < ncol - 1; k++) {
+      o->alg_base[o->nalgs] = name;
+      o->alg_segment[o->nalgs] = k < 0 ? 0 : segs[k];
+      if (k < 0) {
+        o->algs[o->nalgs] = name;
+      } else {
+        char sz[24];
+        short_size(segs[k], sz, sizeof sz);
+        snprintf(names[o->nalgs], sizeof names[o->nalgs], "%s%s%s", name, BENCH_SEG_INFIX, sz);
+        o->algs[o->nalgs] = names[o->nalgs];
+      }
+      o->nalgs++;
+    }
   }
+  o->alg_base[o->nalgs] = BENCH_ALG_AUTO;
   o->algs[o->nalgs++] = BENCH_ALG_AUTO;
   if (bench_mpi_has_dtype(o->dtype)) {
+    o->alg_base[o->nalgs] = BENCH_ALG_MPI;
     o->algs[o->nalgs++] = BENCH_ALG_MPI;
   } else {
     o->mpi_dropped = 1;
@@ -154,8 +234,11 @@ static const char epilogue[] =
     "and its speedup vs MPI = time(MPI_Allreduce) / time(algorithm) (> 1: faster than\n"
     "MPI), the point-to-point limit, and the best mpiar bus bandwidth as a percentage of\n"
     "it (busbw = bytes / time * 2(p-1)/p, as in nccl-tests); then the median speedups\n"
-    "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes. A progress line goes to\n"
-    "stderr when it is a terminal.";
+    "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes; and the regret of auto\n"
+    "and of MPI_Allreduce per size: time / the best column's - 1, the best of every\n"
+    "algorithm and segment size measured in the same run (median and worst over the\n"
+    "sizes; auto's choices come from MPIAR_TUNING_FILE where it applies). A progress\n"
+    "line goes to stderr when it is a terminal.";
 
 int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   memset(o, 0, sizeof *o);
@@ -177,14 +260,18 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
   char names[256];
   list_algorithms(names, sizeof names);
-  char alg_help[512];
+  char alg_help[640];
   snprintf(alg_help, sizeof alg_help,
            "algorithms to compare, in order, from\n"
            "%s\n"
-           "(auto: mpiar's own choice, mpi: MPI_Allreduce); default all of\n"
-           "them (mpi is left out for float16 and bfloat16, which MPI lacks).\n"
+           "(auto: mpiar's own choice, mpi: MPI_Allreduce), and NAME/seg=SIZE\n"
+           "for a segmented one with a fixed segment (ring/seg=1M); default\n"
+           "all of them, the segmented ones also with each --segments size\n"
+           "(mpi is left out for float16 and bfloat16, which MPI lacks).\n"
            "For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.",
            names);
+  size_t segs[8];
+  int nsegs = 0, segs_given = 0, no_segs = 0;
   const tool_arg_t args[] = {
       {.short_name = 'b',
        .kind = TOOL_ARG_SIZE,
@@ -261,6 +348,21 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .dest = &o->json_path,
        .metavar = "FILE",
        .help = "write the whole run, with its summary, to FILE"},
+      {.long_name = "segments",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = segs,
+       .nitems = &nsegs,
+       .max_items = 8,
+       .lo = (long long)MPIAR__SEGMENT_MIN,
+       .hi = TOOL_SIZE_MAX,
+       .given = &segs_given,
+       .metavar = "LIST",
+       .help = "segment sizes of the default segmented columns; default\n"
+               "mpiar-tune's candidates, 64K,256K,1M,4M,16M"},
+      {.long_name = "no-segments",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &no_segs,
+       .help = "no segmented columns in the default list"},
       {.short_name = 'q',
        .long_name = "quiet",
        .kind = TOOL_ARG_FLAG,
@@ -314,8 +416,22 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
                                 mpiar_dtype_name(o->dtype));
       }
     }
-  } else if (default_algorithms(o, err, sizeof err) != 0) {
-    return tool_usage_error(&spec, "%s", err);
+  } else {
+    if (!segs_given) {
+      for (int i = 0; i < mpiar__tuning_nsegments && i < 8; i++) {
+        segs[nsegs++] = mpiar__tuning_segments[i];
+      }
+    }
+    if (default_algorithms(o, segs, no_segs ? 0 : nsegs, err, sizeof err) != 0) {
+      return tool_usage_error(&spec, "%s", err);
+    }
+  }
+  if (alg_arg != NULL && (segs_given || no_segs)) {
+    return tool_usage_error(&spec, "--segments and --no-segments shape the default list; with "
+                                   "-a name the columns (ring/seg=1M)");
+  }
+  if (segs_given && no_segs) {
+    return tool_usage_error(&spec, "--segments and --no-segments contradict each other");
   }
   return -1;
 }
