@@ -149,8 +149,8 @@ int main(int argc, char **argv) {
   mpiar_options_t checked = MPIAR_OPTIONS_INIT, reproducible = MPIAR_OPTIONS_INIT;
   checked.check = 1;
   reproducible.reproducible = 1;
-  if (mpiar_allreduce_init(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL, &persistent) !=
-      MPIAR_SUCCESS) {
+  if (mpiar_allreduce_init(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL,
+                           &persistent) != MPIAR_SUCCESS) {
     fprintf(stderr, "mpiar-latency: %s\n", mpiar_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
           rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], &checked);
           break;
         case 5:
-          rc =
-              mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0], &reproducible);
+          rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0],
+                                  &reproducible);
           break;
         default:
           rc = MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -220,8 +220,8 @@ int main(int argc, char **argv) {
            "time per call\n",
            size, count * sizeof(float), blocks, calls);
     for (int m = 0; m < NMETHODS; m++) {
-      printf("%-52s %12.2f us  %8.4fx MPI time  %8.4fx mpiar_allreduce\n", names[m], med[m] * 1e6,
-             med[m] / med[MPI_METHOD], med[m] / med[0]);
+      printf("%-52s %12.2f us  %8.4fx MPI time  %8.4fx mpiar_allreduce\n", names[m],
+             med[m] * 1e6, med[m] / med[MPI_METHOD], med[m] / med[0]);
     }
   }
   if (bad && rank == 0) {

@@ -202,8 +202,8 @@ int main(int argc, char **argv) {
            size, big, nsmall, small, test_us,
            progress_thread ? " (mpiar: progress thread, no tests)" : "", reps);
     printf("# communication alone: mpiar %.1f ms, MPI %.1f ms\n", comm[0] * 1e3, comm[1] * 1e3);
-    printf("%-18s %8s %10s %10s %10s %8s\n", "method", "T/comm", "T ms", "total ms", "max(T,comm)",
-           "ratio");
+    printf("%-18s %8s %10s %10s %10s %8s\n", "method", "T/comm", "T ms", "total ms",
+           "max(T,comm)", "ratio");
   }
   const double factors[] = {0.5, 1, 2, 4};
   for (size_t f = 0; f < sizeof factors / sizeof factors[0]; f++) {

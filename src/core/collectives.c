@@ -193,9 +193,8 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
   if (c->coll == MPIAR__COLL_BCAST) {
     if (c->root < 0 || c->root >= ctx->size) {
-      rc =
-          mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
-                       c->fn, c->root, ctx->size);
+      rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
+                        c->fn, c->root, ctx->size);
       goto fail;
     }
     rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->size, &alg);
@@ -379,15 +378,15 @@ static int start_call(call_t *c, const mpiar_options_t *opts) {
   return read_options(opts, &c->opts, c->fn);
 }
 
-#define ALLREDUCE_CALL(name, send, recv, n, t, o, cm)                                     \
-  {                                                                                       \
-    .coll = MPIAR__COLL_ALLREDUCE, .fn = name, .in = (send), .out = (recv), .count = (n), \
-    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                     \
+#define ALLREDUCE_CALL(name, send, recv, n, t, o, cm)                                          \
+  {                                                                                            \
+    .coll = MPIAR__COLL_ALLREDUCE, .fn = name, .in = (send), .out = (recv), .count = (n),       \
+    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                          \
   }
-#define BCAST_CALL(name, b, n, t, rt, cm)                                                     \
-  {                                                                                           \
-    .coll = MPIAR__COLL_BCAST, .fn = name, .in = (b), .out = (b), .count = (n), .dtype = (t), \
-    .op = MPIAR_SUM, .root = (rt), .comm = (cm)                                               \
+#define BCAST_CALL(name, b, n, t, rt, cm)                                                      \
+  {                                                                                            \
+    .coll = MPIAR__COLL_BCAST, .fn = name, .in = (b), .out = (b), .count = (n), .dtype = (t),  \
+    .op = MPIAR_SUM, .root = (rt), .comm = (cm)                                                \
   }
 
 int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,

@@ -41,9 +41,9 @@ static mpiar__context_t *live_head;
 static int live_count;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
-static int keyval_error;    /* MPI error class if creating the keyvals failed */
-static int finalizing;      /* set while MPI_Finalize releases the contexts */
-static int finalized;       /* set once they are released: no more contexts */
+static int keyval_error; /* MPI error class if creating the keyvals failed */
+static int finalizing;   /* set while MPI_Finalize releases the contexts */
+static int finalized;    /* set once they are released: no more contexts */
 static unsigned generation; /* bumped whenever a context is released (invalidates caches) */
 
 /* Private communicators whose drain did not finish, kept until MPI_Finalize. */
@@ -604,8 +604,8 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
   MPI_Comm_size(ctx->comm, &ctx->size);
   ctx->cores = mpiar__usable_cpus();
   /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
-  ctx->yield =
-      set->wait == MPIAR__WAIT_YIELD || (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
+  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
+               (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
   tag_layout(ctx);
   ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
   ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);

@@ -62,9 +62,9 @@ typedef struct mpiar__plan_key {
 /* One MPI message of a SEND or RECV step (steps longer than the message limit are several). */
 typedef struct mpiar__piece {
   uint32_t step;
-  int tag;       /* step tag | size field (the slot is added when the request starts) */
-  size_t off;    /* bytes from the step's start */
-  size_t len;    /* bytes */
+  int tag;    /* step tag | size field (the slot is added when the request starts) */
+  size_t off; /* bytes from the step's start */
+  size_t len; /* bytes */
   uint8_t exact; /* 1: the tag holds the exact length (posted receive); 0: probed receive */
 } mpiar__piece_t;
 
@@ -102,8 +102,8 @@ typedef struct mpiar__plan {
   mpiar__plan_key_t key;
   const char *name; /* algorithm name, for messages */
   mpiar__schedule_t sched;
-  uint32_t *ndeps; /* per step: its number of dependencies (copied into each run) */
-  uint32_t *start; /* steps with no dependency, in order */
+  uint32_t *ndeps;      /* per step: its number of dependencies (copied into each run) */
+  uint32_t *start;      /* steps with no dependency, in order */
   size_t nstart;
   uint32_t *piece_first; /* per step: first piece (nsteps + 1 entries) */
   mpiar__piece_t *pieces;
@@ -144,40 +144,40 @@ typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
   int rank, size;
-  int local_ranks; /* ranks of this communicator on this node */
-  int nnodes;      /* nodes of this communicator */
-  int *node_of;    /* node of every rank (NULL on one rank) */
-  int cores;       /* CPUs this process may use */
-  int yield;       /* 1: waiting ranks give their core away after a short spin */
-  int attached;    /* 1 while the attribute holds the context */
-  int refs;        /* the attribute + every request that points here */
+  int local_ranks;   /* ranks of this communicator on this node */
+  int nnodes;        /* nodes of this communicator */
+  int *node_of;      /* node of every rank (NULL on one rank) */
+  int cores;         /* CPUs this process may use */
+  int yield;         /* 1: waiting ranks give their core away after a short spin */
+  int attached;      /* 1 while the attribute holds the context */
+  int refs;          /* the attribute + every request that points here */
 
   /* Tag layout (see the file header). */
   int size_bits, slot_bits;
-  int nslots;       /* data slots; slot nslots is the control slot */
+  int nslots;     /* data slots; slot nslots is the control slot */
   size_t exact_max; /* messages shorter than this carry their exact length */
 
   /* Operations in progress. */
-  uint32_t seq;                    /* operations started so far */
-  struct mpiar_request **slot_req; /* the request running in each data slot, or NULL */
-  struct mpiar_request *active;    /* every started, unfinished request (list by anext) */
+  uint32_t seq;                     /* operations started so far */
+  struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
+  struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
   int nactive;
-  int entered;        /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
+  int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
   uint32_t check_seq; /* argument checks run so far (control tags) */
 
   /* Failure: a broken context runs nothing; the reason is every later call's detail. */
   int broken;
   char broken_reason[512];
-  mpiar__notice_t notice_out; /* sent to every rank when this rank fails */
-  MPI_Request *zombies;       /* requests of failed operations still in flight */
+  mpiar__notice_t notice_out;  /* sent to every rank when this rank fails */
+  MPI_Request *zombies;        /* requests of failed operations still in flight */
   size_t nzombies, zombie_cap;
   mpiar__held_t *held;
   int nheld;
   uint64_t progress_count;   /* steps completed on this context (any request) */
   double suspect_time;       /* when a held message first contradicted its operation (0: none) */
   uint64_t suspect_progress; /* progress_count then */
-  MPI_Request idup_req;      /* an MPI_Comm_idup that did not finish before its deadline */
-  MPI_Comm late_comm;        /* what that MPI_Comm_idup makes */
+  MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
+  MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
   struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */
 
   /* Plan cache. */
@@ -232,30 +232,30 @@ struct mpiar_request {
   int persistent;
   int tainted; /* failed with messages in flight: freed only with the context */
   int state;
-  int rc;           /* the result once finished */
-  char detail[512]; /* its detail */
+  int rc;                 /* the result once finished */
+  char detail[512];       /* its detail */
   mpiar_dtype_t dtype;
-  mpiar_op_t kop; /* the kernel's operation (AVG runs as SUM) */
-  int average;    /* final reductions divide by the rank count */
-  const void *in; /* user buffers */
+  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
+  int average;            /* final reductions divide by the rank count */
+  const void *in;         /* user buffers */
   void *out;
   char *base[MPIAR__BUF_COUNT];
   void *scratch;
-  long timeout_ms; /* 0: no deadline */
+  long timeout_ms;        /* 0: no deadline */
   double deadline;
-  int check;             /* run the argument agreement first */
-  uint64_t signature[8]; /* the arguments the check agrees on (see executor.c) */
-  int priority;          /* higher starts first when the kvstore queues requests */
+  int check;              /* run the argument agreement first */
+  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
+  int priority;           /* higher starts first when the kvstore queues requests */
   uint32_t seq;
   int slot;
-  int tag_base; /* slot << (size bits + step bits) */
+  int tag_base;           /* slot << (size bits + step bits) */
 
   /* Per-run working state (allocated with the request, sized by the plan). */
-  uint32_t *pending;    /* per step: dependencies not yet complete */
-  uint32_t *ready;      /* communication queue, then computation queue */
-  uint32_t *piece_left; /* per step: pieces not yet complete */
-  uint8_t *piece_state; /* per piece: PIECE_* (receives) */
-  uint32_t *probing;    /* receive pieces waiting for MPI_Improbe */
+  uint32_t *pending;      /* per step: dependencies not yet complete */
+  uint32_t *ready;        /* communication queue, then computation queue */
+  uint32_t *piece_left;   /* per step: pieces not yet complete */
+  uint8_t *piece_state;   /* per piece: PIECE_* (receives) */
+  uint32_t *probing;      /* receive pieces waiting for MPI_Improbe */
   size_t nprobing;
   MPI_Request *mpireq;    /* outstanding MPI requests, compact */
   uint32_t *mpireq_piece; /* piece of each */
@@ -264,8 +264,8 @@ struct mpiar_request {
   size_t nmpireq;
   size_t comm_head, comm_tail, comp_head, comp_tail;
   size_t done;
-  unsigned polls; /* passes since the clock was last read */
-  unsigned tests; /* test calls (the scan cadence of test loops) */
+  unsigned polls;         /* passes since the clock was last read */
+  unsigned tests;         /* test calls (the scan cadence of test loops) */
 
   /* The argument check's state (control messages): per field, the smallest value and the
    * lowest rank holding it (entries 2f, 2f + 1), the largest and its rank (16 + 2f, 17 + 2f). */

@@ -188,8 +188,8 @@ static int post(mpiar__request_t *r, uint32_t step) {
     int tag = r->tag_base | p->tag;
     MPI_Request q = MPI_REQUEST_NULL;
     if (st->kind == MPIAR__STEP_SEND) {
-      int err =
-          MPI_Isend(addr(r, st->a) + p->off, (int)p->len, MPI_BYTE, st->peer, tag, ctx->comm, &q);
+      int err = MPI_Isend(addr(r, st->a) + p->off, (int)p->len, MPI_BYTE, st->peer, tag,
+                          ctx->comm, &q);
       if (err != MPI_SUCCESS) {
         return mpi_error(err, "MPI_Isend", r, step);
       }
@@ -203,8 +203,8 @@ static int post(mpiar__request_t *r, uint32_t step) {
         return rc;
       }
     } else if (p->exact) {
-      int err =
-          MPI_Irecv(addr(r, st->dst) + p->off, (int)p->len, MPI_BYTE, st->peer, tag, ctx->comm, &q);
+      int err = MPI_Irecv(addr(r, st->dst) + p->off, (int)p->len, MPI_BYTE, st->peer, tag,
+                          ctx->comm, &q);
       if (err != MPI_SUCCESS) {
         return mpi_error(err, "MPI_Irecv", r, step);
       }

@@ -94,8 +94,8 @@ int mpiar__progress_thread_start(void) {
       stop = 0;
       int err = pthread_create(&thread, NULL, progress_main, NULL);
       if (err != 0) {
-        start_rc =
-            mpiar__error(MPIAR_ERR_NOMEM, "cannot start the progress thread (error %d)", err);
+        start_rc = mpiar__error(MPIAR_ERR_NOMEM, "cannot start the progress thread (error %d)",
+                                err);
       } else {
         running = 1;
       }
