@@ -1,7 +1,9 @@
 /*
  * mpiar-sim: run one collective's schedules for P ranks in the simulator, print the modelled time,
  * bandwidths and traffic; print a rank's schedule; or sweep a grid of rank counts and sizes and
- * name the fastest algorithm for each. No MPI is needed.
+ * name the fastest algorithm for each. With a topology (--nodes/--ppn, --node-sizes or --map)
+ * the model has two levels and, without --algorithm, it prints every algorithm's time per size,
+ * the winner, and each algorithm's traffic on the node links. No MPI is needed.
  */
 #include <errno.h>
 #include <math.h>
@@ -29,7 +31,156 @@ typedef struct opts {
   size_t sizes[32];
   int nsizes;
   long seed;
+  /* Two levels: --nodes with --ppn or --node-sizes, or --map (lists in node_size_list, map_list).
+   */
+  long nodes, ppn;
+  int placement; /* 0 block, 1 round-robin, 2 random */
+  int nnode_sizes, nmap;
+  int have_nodes, have_ppn, have_alpha_inter, have_beta_inter, rank_given;
+  mpiar__topology_t topo;
+  int have_topo;
 } opts_t;
+
+#define MAX_NODE_LIST 4096
+#define MAX_MAP 65536
+static long node_size_list[MAX_NODE_LIST];
+static long map_list[MAX_MAP];
+
+static const char *const placement_names[] = {"block", "roundrobin", "random"};
+
+static int parse_placement(const char *value, void *dest, char *err, size_t errlen) {
+  for (int k = 0; k < 3; k++) {
+    if (strcmp(value, placement_names[k]) == 0) {
+      *(int *)dest = k;
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "unknown placement '%s' (block, roundrobin or random)", value);
+  return -1;
+}
+
+/* Ranks shuffled over nodes of the given sizes (a random rank -> node map). */
+static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes, long seed) {
+  int p = 0;
+  for (int i = 0; i < nnodes; i++) {
+    p += sizes[i];
+  }
+  int *label = malloc((size_t)p * sizeof *label);
+  if (label == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  for (int i = 0, r = 0; i < nnodes; i++) {
+    for (int j = 0; j < sizes[i]; j++) {
+      label[r++] = i;
+    }
+  }
+  uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int r = p - 1; r > 0; r--) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const int q = (int)(x % (uint64_t)(r + 1)), tmp = label[r];
+    label[r] = label[q];
+    label[q] = tmp;
+  }
+  int rc = mpiar__topology_from_map(t, p, label);
+  free(label);
+  return rc;
+}
+
+/* The node sizes the options give: --node-sizes, or --nodes x --ppn. NULL after an error. */
+static int *node_sizes(const opts_t *o, const tool_spec_t *spec, int *nnodes) {
+  if (o->nnode_sizes > 0 && (o->have_ppn || (o->have_nodes && o->nodes != o->nnode_sizes))) {
+    tool_usage_error(spec, "--node-sizes gives the nodes: drop --ppn, and --nodes must match "
+                           "its length");
+    return NULL;
+  }
+  if (o->nnode_sizes == 0 && !(o->have_nodes && o->have_ppn)) {
+    tool_usage_error(spec, "--nodes needs --ppn (or --node-sizes)");
+    return NULL;
+  }
+  *nnodes = o->nnode_sizes > 0 ? o->nnode_sizes : (int)o->nodes;
+  int *sizes = malloc((size_t)*nnodes * sizeof *sizes);
+  if (sizes == NULL) {
+    tool_usage_error(spec, "no memory for %d nodes", *nnodes);
+    return NULL;
+  }
+  for (int i = 0; i < *nnodes; i++) {
+    sizes[i] = o->nnode_sizes > 0 ? (int)node_size_list[i] : (int)o->ppn;
+  }
+  return sizes;
+}
+
+/*
+ * Build o->topo from the topology options, if any, and make --ranks agree with it.
+ * @return -1 to go on, else the exit code (after a usage error).
+ */
+static int build_topology(opts_t *o, const tool_spec_t *spec) {
+  int rc;
+  const int wants = o->have_nodes || o->have_ppn || o->nnode_sizes > 0;
+  if (o->nmap > 0) {
+    if (wants) {
+      return tool_usage_error(spec, "--map replaces --nodes, --ppn and --node-sizes");
+    }
+    int *label = malloc((size_t)o->nmap * sizeof *label);
+    if (label == NULL) {
+      return tool_usage_error(spec, "no memory for a map of %d ranks", o->nmap);
+    }
+    for (int r = 0; r < o->nmap; r++) {
+      label[r] = (int)map_list[r];
+    }
+    rc = mpiar__topology_from_map(&o->topo, o->nmap, label);
+    free(label);
+  } else if (wants) {
+    int nnodes = 0, *sizes = node_sizes(o, spec, &nnodes);
+    if (sizes == NULL) {
+      return TOOL_EXIT_USAGE;
+    }
+    rc = o->placement == 2
+             ? random_topology(&o->topo, nnodes, sizes, o->seed)
+             : mpiar__topology_uneven(&o->topo, nnodes, sizes, (mpiar__placement_t)o->placement);
+    free(sizes);
+  } else {
+    return -1;
+  }
+  if (rc != MPIAR_SUCCESS) {
+    return tool_usage_error(spec, "topology: %s", mpiar_last_error());
+  }
+  o->have_topo = 1;
+  if (o->nranks_list > 1 || (o->nranks_list == 1 && o->ranks[0] != o->topo.nranks)) {
+    const int p = o->topo.nranks;
+    mpiar__topology_destroy(&o->topo);
+    return tool_usage_error(spec, "--ranks must match the topology's %d ranks (or be left out)", p);
+  }
+  o->ranks[0] = o->topo.nranks;
+  o->nranks_list = 1;
+  if (!o->have_alpha_inter) {
+    o->cost.alpha_inter = o->cost.alpha;
+  }
+  if (!o->have_beta_inter) {
+    o->cost.beta_inter = o->cost.beta;
+  }
+  return -1;
+}
+
+/* One line naming the topology, e.g. "8 nodes x 4 ranks (block)". */
+static void describe_topology(const opts_t *o, char *buf, size_t len) {
+  const mpiar__topology_t *t = &o->topo;
+  if (o->nmap > 0) {
+    snprintf(buf, len, "%d ranks mapped on %d nodes (largest %d)", t->nranks, t->nnodes,
+             t->max_node_size);
+  } else if (mpiar__topology_is_regular(t)) {
+    snprintf(buf, len, "%d nodes x %d ranks (%s)", t->nnodes, t->max_node_size,
+             placement_names[o->placement]);
+  } else {
+    int lo = t->max_node_size;
+    for (int i = 0; i < t->nnodes; i++) {
+      lo = t->node_size[i] < lo ? t->node_size[i] : lo;
+    }
+    snprintf(buf, len, "%d nodes of %d..%d ranks, %d in all (%s)", t->nnodes, lo, t->max_node_size,
+             t->nranks, placement_names[o->placement]);
+  }
+}
 
 static void json_string(const char *s) {
   putchar('"');
@@ -67,6 +218,7 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.root = (int)o->root;
   cfg.segment_elems = o->segment_bytes / es;
   cfg.cost = o->cost;
+  cfg.topology = o->have_topo ? &o->topo : NULL;
   cfg.seed = (uint64_t)o->seed;
   cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
   if (o->print) {
@@ -86,7 +238,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     fprintf(stderr, "mpiar-sim: %s: %s\n", mpiar_strerror(rc), mpiar_last_error());
     return 1;
   }
-  const double closed = alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost);
+  const double closed =
+      alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost, cfg.topology);
   const double bytes = (double)(cfg.count * es);
   const double algbw = res.time_s > 0 ? bytes / res.time_s / 1e9 : 0.0;
   const double busbw = algbw * busbw_factor(o->bcast, p);
@@ -108,6 +261,14 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_reduced_max, res.scratch_bytes_max, res.steps, cfg.data ? "true" : "false",
            res.hazards_checked ? "true" : "false", res.ok ? "true" : "false");
     json_string(res.ok ? "" : res.error);
+    if (o->have_topo) {
+      printf(", \"nodes\": %d, \"max_node_size\": %d, \"alpha_inter\": %.17g, "
+             "\"beta_inter\": %.17g, \"inter_messages\": %zu, \"inter_bytes_total\": %zu, "
+             "\"node_bytes_sent_max\": %zu, \"node_bytes_received_max\": %zu",
+             o->topo.nnodes, o->topo.max_node_size, o->cost.alpha_inter, o->cost.beta_inter,
+             res.inter_messages, res.inter_bytes_total, res.node_bytes_sent_max,
+             res.node_bytes_received_max);
+    }
     printf("}\n");
   } else {
     printf("algorithm      %s (%s)\n", alg->name, o->bcast ? "bcast" : "allreduce");
@@ -117,6 +278,13 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     printf("segment        %zu bytes\n", cfg.segment_elems * es);
     printf("model          alpha %g s, beta %g s/B, gamma %g s/B\n", o->cost.alpha, o->cost.beta,
            o->cost.gamma);
+    if (o->have_topo) {
+      char topo[160];
+      describe_topology(o, topo, sizeof topo);
+      printf("topology       %s\n", topo);
+      printf("between nodes  alpha %g s, beta %g s/B per node port\n", o->cost.alpha_inter,
+             o->cost.beta_inter);
+    }
     printf("time           %.6f us (closed form %.6f us)\n", res.time_s * 1e6, closed * 1e6);
     printf("algbw          %.3f GB/s\n", algbw);
     printf("busbw          %.3f GB/s\n", busbw);
@@ -125,6 +293,12 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_sent_total);
     printf("bytes reduced  %zu max per rank\n", res.bytes_reduced_max);
     printf("scratch        %zu bytes max per rank\n", res.scratch_bytes_max);
+    if (o->have_topo) {
+      printf("node links     %zu bytes max sent per node, %zu received; %zu messages, %zu bytes "
+             "in all\n",
+             res.node_bytes_sent_max, res.node_bytes_received_max, res.inter_messages,
+             res.inter_bytes_total);
+    }
     printf("checks         %s%s%s\n", res.ok ? "ok" : "FAILED",
            cfg.data ? " (data" : " (matching only", res.hazards_checked ? ", hazards)" : ")");
     if (!res.ok) {
@@ -152,15 +326,19 @@ static void size_name(size_t b, char *buf, size_t len) {
   }
 }
 
-/* Modelled time of one allreduce without data; NAN when skipped (too big, or a segmented ring
- * whose block fits one segment) or failed (counted in *failures). */
+/*
+ * Modelled time of one allreduce without data; NAN when skipped (too big, or a segment that would
+ * hold a whole ring block or hierarchical chunk) or failed (counted in *failures). With
+ * @p node_bytes, the most bytes one node sends to the others.
+ */
 static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, size_t bytes,
-                         size_t seg, int *failures) {
+                         size_t seg, int *failures, size_t *node_bytes) {
   const size_t es = mpiar_dtype_size(o->dtype);
+  /* Ring blocks and hierarchical chunks alike hold bytes / p per segment. */
   const double blk = (double)bytes / p;
   const double m = seg ? ceil(blk / (double)seg) : 1;
   if (seg && m < 2) {
-    return NAN; /* the block fits in one segment: same as the unsegmented ring */
+    return NAN; /* one segment would hold the block: same as unsegmented */
   }
   const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
   if (steps > SWEEP_MAX_STEPS) {
@@ -174,101 +352,206 @@ static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, 
   cfg.op = o->op;
   cfg.segment_elems = seg / es;
   cfg.cost = o->cost;
+  cfg.topology = o->have_topo ? &o->topo : NULL;
   cfg.data = 0;
   cfg.check_hazards = 0;
   mpiar__sim_result_t res;
   if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
-    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu: %s\n", alg->name, p, bytes,
+    fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
             res.ok ? mpiar_last_error() : res.error);
     (*failures)++;
     return NAN;
   }
+  if (node_bytes != NULL) {
+    *node_bytes = res.node_bytes_sent_max;
+  }
   return res.time_s;
+}
+
+/* Width of an algorithm's column in the sweep table. */
+static int col_width(const mpiar__algorithm_t *a) {
+  const int len = (int)strlen(a->name);
+  return len > 18 ? len : 18;
+}
+
+/*
+ * Sweep: every algorithm's modelled time per (ranks, bytes) and the winner. Without a topology
+ * the flat algorithms (a hierarchical one is its flat equivalent there), then the ring with each
+ * segment size in columns of their own; with one, every registry algorithm on it, a segmented one
+ * with its best segment size (none or one of sweep_segments), then each algorithm's traffic on
+ * the node links.
+ */
+typedef struct sweep {
+  const mpiar__algorithm_t *algs[32]; /* the registry candidates; then the segmented rings */
+  int nalg, ncand, topo_mode;
+  double times[32];      /* per candidate at the current point; NAN: not run */
+  size_t segs[32];       /* topology mode: the segment size of each candidate's best time */
+  size_t node_bytes[32]; /* per registry candidate: the most bytes a node sends to others */
+  char winner[64];
+} sweep_t;
+
+static void sweep_header(const opts_t *o, const sweep_t *sw) {
+  printf("# mpiar-sim --sweep: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; modelled time in "
+         "us\n",
+         o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
+         mpiar_op_name(o->op));
+  if (o->have_topo) {
+    char topo[160];
+    describe_topology(o, topo, sizeof topo);
+    printf("# topology %s; between nodes alpha %g s, beta %g s/B per node port\n", topo,
+           o->cost.alpha_inter, o->cost.beta_inter);
+    printf("# segmented algorithms:");
+    for (int a = 0; a < sw->nalg; a++) {
+      if (sw->algs[a]->flags & MPIAR__ALG_SEGMENTED) {
+        printf(" %s", sw->algs[a]->name);
+      }
+    }
+    printf(" (their best of no segments and 64K, 256K, 1M)\n");
+  }
+  printf("%6s %6s", "ranks", "bytes");
+  for (int a = 0; a < sw->nalg; a++) {
+    printf(" %*s", col_width(sw->algs[a]), sw->algs[a]->name);
+  }
+  for (size_t s = 0; s < NSEG && !sw->topo_mode; s++) {
+    char nm[32], col[48];
+    size_name(sweep_segments[s], nm, sizeof nm);
+    snprintf(col, sizeof col, "ring/seg=%s", nm);
+    printf(" %14s", col);
+  }
+  printf("  winner\n");
+}
+
+/* Simulate every candidate at (p, bytes); @return the number of failed simulations. */
+static int sweep_point(const opts_t *o, sweep_t *sw, int p, size_t bytes) {
+  double best = INFINITY;
+  int failures = 0;
+  snprintf(sw->winner, sizeof sw->winner, "-");
+  for (int c = 0; c < sw->ncand; c++) {
+    const mpiar__algorithm_t *alg = c < sw->nalg ? sw->algs[c] : mpiar__algorithm_find("ring");
+    const int nseg = sw->topo_mode && (alg->flags & MPIAR__ALG_SEGMENTED) ? 1 + (int)NSEG : 1;
+    sw->times[c] = NAN;
+    for (int g = 0; g < nseg; g++) {
+      const size_t seg = c >= sw->nalg ? sweep_segments[c - sw->nalg]
+                         : g == 0      ? 0
+                                       : sweep_segments[g - 1];
+      size_t node_bytes = 0;
+      const double t = sweep_time(o, alg, p, bytes, seg, &failures, &node_bytes);
+      if (isnan(t) || t >= sw->times[c]) {
+        continue; /* NAN compares false: the first time always lands */
+      }
+      sw->times[c] = t;
+      sw->segs[c] = seg;
+      if (c < sw->nalg) {
+        sw->node_bytes[c] = node_bytes;
+      }
+      if (t < best) {
+        best = t;
+        char nm[32];
+        size_name(seg, nm, sizeof nm);
+        snprintf(sw->winner, sizeof sw->winner, "%s%s%s", alg->name, seg ? "/seg=" : "",
+                 seg ? nm : "");
+      }
+    }
+  }
+  return failures;
+}
+
+static void sweep_row_json(const opts_t *o, const sweep_t *sw, int p, size_t bytes, int first,
+                           int failures) {
+  printf("%s\n {\"ranks\": %d, \"bytes\": %zu, \"winner\": \"%s\", \"time_s\": {", first ? "" : ",",
+         p, bytes, sw->winner);
+  int firstc = 1;
+  for (int c = 0; c < sw->ncand; c++) {
+    if (isnan(sw->times[c])) {
+      continue;
+    }
+    if (c < sw->nalg) {
+      printf("%s\"%s\": %.9g", firstc ? "" : ", ", sw->algs[c]->name, sw->times[c]);
+    } else {
+      printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ", sweep_segments[c - sw->nalg],
+             sw->times[c]);
+    }
+    firstc = 0;
+  }
+  printf("}");
+  if (o->have_topo) {
+    printf(", \"segment_bytes\": {");
+    for (int c = 0; c < sw->nalg; c++) {
+      printf("%s\"%s\": %zu", c ? ", " : "", sw->algs[c]->name, sw->segs[c]);
+    }
+    printf("}, \"node_bytes_sent_max\": {");
+    for (int c = 0; c < sw->nalg; c++) {
+      printf("%s\"%s\": %zu", c ? ", " : "", sw->algs[c]->name,
+             isnan(sw->times[c]) ? 0 : sw->node_bytes[c]);
+    }
+    printf("}");
+  }
+  printf(", \"ok\": %s}", failures ? "false" : "true");
+}
+
+static void sweep_row_text(const sweep_t *sw, int p, size_t bytes) {
+  char bn[32];
+  size_name(bytes, bn, sizeof bn);
+  printf("%6d %6s", p, bn);
+  for (int c = 0; c < sw->ncand; c++) {
+    const int w = c < sw->nalg ? col_width(sw->algs[c]) : 14;
+    if (isnan(sw->times[c])) {
+      printf(" %*s", w, "-");
+    } else {
+      printf(" %*.2f", w, sw->times[c] * 1e6);
+    }
+  }
+  printf("  %s\n", sw->winner);
+}
+
+/* Traffic on the node links at the last size, as a multiple of the vector. */
+static void sweep_traffic(const sweep_t *sw, size_t bytes) {
+  char bn[32];
+  size_name(bytes, bn, sizeof bn);
+  printf("# bytes one node sends to other nodes at %s, as a multiple of the vector (max over "
+         "nodes):\n",
+         bn);
+  for (int c = 0; c < sw->nalg; c++) {
+    printf("#   %-24s %.3f\n", sw->algs[c]->name,
+           bytes ? (double)sw->node_bytes[c] / (double)bytes : 0);
+  }
 }
 
 static int run_sweep(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
-  int failures = 0;
-  const int ncand = mpiar__algorithm_count + (int)NSEG;
-  if (!o->json) {
-    printf("# mpiar-sim --sweep: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; modelled time in "
-           "us\n",
-           o->cost.alpha, o->cost.beta, o->cost.gamma, mpiar_dtype_name(o->dtype),
-           mpiar_op_name(o->op));
-    printf("%6s %6s", "ranks", "bytes");
-    for (int a = 0; a < mpiar__algorithm_count; a++) {
-      printf(" %18s", mpiar__algorithms[a].name);
+  int failures = 0, first = 1;
+  sweep_t sw;
+  memset(&sw, 0, sizeof sw);
+  for (int a = 0; a < mpiar__algorithm_count && sw.nalg < 32 - (int)NSEG; a++) {
+    if (o->have_topo || !(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
+      sw.algs[sw.nalg++] = &mpiar__algorithms[a];
     }
-    for (size_t s = 0; s < NSEG; s++) {
-      char nm[32], col[48];
-      size_name(sweep_segments[s], nm, sizeof nm);
-      snprintf(col, sizeof col, "ring/seg=%s", nm);
-      printf(" %14s", col);
-    }
-    printf("  winner\n");
-  } else {
-    printf("[");
   }
-  int first = 1;
+  sw.topo_mode = o->have_topo;
+  sw.ncand = sw.nalg + (sw.topo_mode ? 0 : (int)NSEG);
+  if (o->json) {
+    printf("[");
+  } else {
+    sweep_header(o, &sw);
+  }
   for (int pi = 0; pi < o->nranks_list; pi++) {
-    const int p = (int)o->ranks[pi];
     for (int si = 0; si < o->nsizes; si++) {
+      const int p = (int)o->ranks[pi];
       const size_t bytes = o->sizes[si] / es * es;
-      double best = INFINITY;
-      char winner[64] = "-";
-      double times[32];
-      for (int c = 0; c < ncand; c++) {
-        const mpiar__algorithm_t *alg =
-            c < mpiar__algorithm_count ? &mpiar__algorithms[c] : mpiar__algorithm_find("ring");
-        size_t seg = c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
-        times[c] = sweep_time(o, alg, p, bytes, seg, &failures);
-        if (!isnan(times[c]) && times[c] < best) {
-          best = times[c];
-          if (seg) {
-            char nm[32];
-            size_name(seg, nm, sizeof nm);
-            snprintf(winner, sizeof winner, "ring/seg=%s", nm);
-          } else {
-            snprintf(winner, sizeof winner, "%s", alg->name);
-          }
-        }
-      }
-      char bn[32];
-      size_name(bytes, bn, sizeof bn);
+      failures += sweep_point(o, &sw, p, bytes);
       if (o->json) {
-        printf("%s\n {\"ranks\": %d, \"bytes\": %zu, \"winner\": \"%s\", \"time_s\": {",
-               first ? "" : ",", p, bytes, winner);
-        int firstc = 1;
-        for (int c = 0; c < ncand; c++) {
-          if (isnan(times[c])) {
-            continue;
-          }
-          if (c < mpiar__algorithm_count) {
-            printf("%s\"%s\": %.9g", firstc ? "" : ", ", mpiar__algorithms[c].name, times[c]);
-          } else {
-            printf("%s\"ring/seg=%zu\": %.9g", firstc ? "" : ", ",
-                   sweep_segments[c - mpiar__algorithm_count], times[c]);
-          }
-          firstc = 0;
-        }
-        printf("}, \"ok\": %s}", failures ? "false" : "true");
+        sweep_row_json(o, &sw, p, bytes, first, failures);
         first = 0;
       } else {
-        printf("%6d %6s", p, bn);
-        for (int c = 0; c < ncand; c++) {
-          if (isnan(times[c])) {
-            printf(" %*s", c < mpiar__algorithm_count ? 18 : 14, "-");
-          } else {
-            printf(" %*.2f", c < mpiar__algorithm_count ? 18 : 14, times[c] * 1e6);
-          }
-        }
-        printf("  %s\n", winner);
+        sweep_row_text(&sw, p, bytes);
       }
       fflush(stdout);
     }
   }
   if (o->json) {
     printf("\n]\n");
+  } else if (o->have_topo && o->nsizes > 0) {
+    sweep_traffic(&sw, o->sizes[o->nsizes - 1] / es * es);
   }
   return failures ? 1 : 0;
 }
@@ -281,7 +564,15 @@ static int run_sweep(const opts_t *o) {
 static int run_sweep_repro(const opts_t *o) {
   const size_t es = mpiar_dtype_size(o->dtype);
   const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
-  const int ncand = mpiar__algorithm_count + (int)NSEG;
+  /* The flat algorithms: without a topology a hierarchical one is its flat equivalent. */
+  const mpiar__algorithm_t *flat[32];
+  int nflat = 0;
+  for (int a = 0; a < mpiar__algorithm_count && nflat < 32; a++) {
+    if (!(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
+      flat[nflat++] = &mpiar__algorithms[a];
+    }
+  }
+  const int ncand = nflat + (int)NSEG;
   int failures = 0;
   printf("# mpiar-sim --sweep --reproducible: alpha %g s, beta %g s/B, gamma %g s/B, %s %s; "
          "modelled time in us; each algorithm, then its reproducible replacement / its time\n",
@@ -290,10 +581,10 @@ static int run_sweep_repro(const opts_t *o) {
   printf("%6s %6s", "ranks", "bytes");
   for (int c = 0; c < ncand; c++) {
     char col[64], nm[32];
-    if (c < mpiar__algorithm_count) {
-      snprintf(col, sizeof col, "%s", mpiar__algorithms[c].name);
+    if (c < nflat) {
+      snprintf(col, sizeof col, "%s", flat[c]->name);
     } else {
-      size_name(sweep_segments[c - mpiar__algorithm_count], nm, sizeof nm);
+      size_name(sweep_segments[c - nflat], nm, sizeof nm);
       snprintf(col, sizeof col, "ring/seg=%s", nm);
     }
     printf(" %28s", col);
@@ -308,12 +599,11 @@ static int run_sweep_repro(const opts_t *o) {
       size_name(bytes, bn, sizeof bn);
       printf("%6d %6s", p, bn);
       for (int c = 0; c < ncand; c++) {
-        const mpiar__algorithm_t *alg = c < mpiar__algorithm_count ? &mpiar__algorithms[c] : ring;
-        const size_t seg =
-            c < mpiar__algorithm_count ? 0 : sweep_segments[c - mpiar__algorithm_count];
+        const mpiar__algorithm_t *alg = c < nflat ? flat[c] : ring;
+        const size_t seg = c < nflat ? 0 : sweep_segments[c - nflat];
         const mpiar__algorithm_t *rep = mpiar__algorithm_reproducible(alg, p, o->dtype);
-        const double t = sweep_time(o, alg, p, bytes, seg, &failures);
-        const double tr = rep == alg ? t : sweep_time(o, rep, p, bytes, seg, &failures);
+        const double t = sweep_time(o, alg, p, bytes, seg, &failures, NULL);
+        const double tr = rep == alg ? t : sweep_time(o, rep, p, bytes, seg, &failures, NULL);
         char cell[64];
         if (isnan(t) || isnan(tr)) {
           snprintf(cell, sizeof cell, "-");
@@ -379,6 +669,83 @@ static double data_memory(int p, size_t bytes, size_t es) {
   return (double)p * (2.0 * (double)bytes + (double)(bytes / es)) + (double)bytes;
 }
 
+/* After parsing and the topology: check the combination of options, then run. */
+static int dispatch(opts_t *o, const tool_spec_t *spec) {
+  const size_t es = mpiar_dtype_size(o->dtype);
+  /* With a topology and no algorithm: the per-algorithm table on it. */
+  if (o->have_topo && o->algorithm == NULL && !o->print && !o->sweep) {
+    o->sweep = 1;
+    if (o->nsizes == 0 && o->have_bytes) {
+      o->sizes[o->nsizes++] = o->bytes;
+    }
+  }
+  if (o->have_topo && o->reproducible) {
+    return tool_usage_error(spec, "--reproducible compares flat algorithms: drop the topology");
+  }
+  if (o->sweep) {
+    if (o->bcast || o->print) {
+      return tool_usage_error(spec, "--sweep compares allreduce algorithms; drop --collective "
+                                    "bcast and --print-schedule");
+    }
+    if (o->nranks_list == 0) {
+      const long dflt[] = {2, 8, 64, 1024};
+      memcpy(o->ranks, dflt, sizeof dflt);
+      o->nranks_list = 4;
+    }
+    if (o->nsizes == 0) {
+      for (size_t b = 1024; b <= ((size_t)1 << 30); b *= 4) {
+        o->sizes[o->nsizes++] = b;
+      }
+    }
+    return o->reproducible ? run_sweep_repro(o) : run_sweep(o);
+  }
+  if (o->reproducible) {
+    return tool_usage_error(spec, "--reproducible goes with --sweep");
+  }
+  if (o->algorithm == NULL || o->nranks_list == 0 || !o->have_bytes) {
+    return tool_usage_error(spec, "--algorithm, --ranks and --bytes are required (or --sweep)");
+  }
+  if (o->nranks_list != 1) {
+    return tool_usage_error(spec, "--ranks: a list is only accepted with --sweep");
+  }
+  const mpiar__algorithm_t *alg = o->bcast ? mpiar__bcast_algorithm_find(o->algorithm)
+                                           : mpiar__algorithm_find_any(o->algorithm);
+  if (alg == NULL) {
+    return tool_usage_error(spec, "--algorithm: unknown algorithm '%s'", o->algorithm);
+  }
+  if (o->bytes % es != 0) {
+    return tool_usage_error(spec, "--bytes must be a multiple of the element size (%s)",
+                            mpiar_dtype_name(o->dtype));
+  }
+  if (o->root >= o->ranks[0]) {
+    return tool_usage_error(spec, "--root must be below --ranks");
+  }
+  if (o->print && !o->rank_given) {
+    return tool_usage_error(spec, "--print-schedule needs --rank R with 0 <= R < P");
+  }
+  if (o->print && o->print_rank >= o->ranks[0]) {
+    return tool_usage_error(spec, "--rank %ld is not below --ranks %ld", o->print_rank,
+                            o->ranks[0]);
+  }
+  if (!o->print && o->rank_given) {
+    return tool_usage_error(spec, "--rank is only meaningful with --print-schedule");
+  }
+  /* The data checks hold every rank's buffers at once: refuse what cannot fit before trying. */
+  const int p = (int)o->ranks[0];
+  if (!o->print && o->data != 0 &&
+      (o->data == 1 || (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES)) {
+    char err[256];
+    char what[96];
+    char sz[32];
+    snprintf(what, sizeof what, "--data on %d ranks x --bytes %s", p,
+             tool_format_bytes((double)o->bytes, sz, sizeof sz));
+    if (tool_check_memory(data_memory(p, o->bytes, es), what, err, sizeof err) != 0) {
+      return tool_usage_error(spec, "%s (try --no-data)", err);
+    }
+  }
+  return run_one(o, alg);
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -390,7 +757,6 @@ int main(int argc, char **argv) {
   o.data = -1;
   o.print_rank = -1;
   o.seed = 1;
-  int rank_given = 0;
   char algs[512];
   algorithm_names(algs, sizeof algs);
   const tool_arg_t args[] = {
@@ -450,6 +816,62 @@ int main(int argc, char **argv) {
        .dhi = 1e6,
        .metavar = "SEC",
        .help = "seconds per byte reduced (default 5e-11)"},
+      {.long_name = "nodes",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.nodes,
+       .lo = 1,
+       .hi = 1 << 20,
+       .given = &o.have_nodes,
+       .metavar = "N",
+       .help = "two levels: N nodes (with --ppn, or --node-sizes)"},
+      {.long_name = "ppn",
+       .kind = TOOL_ARG_INT,
+       .dest = &o.ppn,
+       .lo = 1,
+       .hi = 1 << 20,
+       .given = &o.have_ppn,
+       .metavar = "K",
+       .help = "ranks per node"},
+      {.long_name = "node-sizes",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = node_size_list,
+       .nitems = &o.nnode_sizes,
+       .max_items = MAX_NODE_LIST,
+       .lo = 1,
+       .hi = 1 << 20,
+       .metavar = "LIST",
+       .help = "ranks of each node, e.g. 4,4,2 (uneven nodes)"},
+      {.long_name = "placement",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.placement,
+       .parse = parse_placement,
+       .metavar = "PL",
+       .help = "block (default), roundrobin, or random (shuffled by --seed)"},
+      {.long_name = "map",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = map_list,
+       .nitems = &o.nmap,
+       .max_items = MAX_MAP,
+       .lo = 0,
+       .hi = 1 << 30,
+       .metavar = "LIST",
+       .help = "the node of each rank, e.g. 0,0,1,1,0 (instead of the three above)"},
+      {.long_name = "alpha-inter",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.alpha_inter,
+       .dlo = 0,
+       .dhi = 1e6,
+       .given = &o.have_alpha_inter,
+       .metavar = "SEC",
+       .help = "seconds per message between nodes (default: --alpha)"},
+      {.long_name = "beta-inter",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.cost.beta_inter,
+       .dlo = 0,
+       .dhi = 1e6,
+       .given = &o.have_beta_inter,
+       .metavar = "SEC",
+       .help = "seconds per byte between nodes, through the node's one port (default: --beta)"},
       {.long_name = "dtype",
        .kind = TOOL_ARG_CUSTOM,
        .dest = &o.dtype,
@@ -499,7 +921,7 @@ int main(int argc, char **argv) {
        .dest = &o.print_rank,
        .lo = 0,
        .hi = 1 << 20,
-       .given = &rank_given,
+       .given = &o.rank_given,
        .metavar = "R",
        .help = "the rank --print-schedule prints"},
       {.long_name = "sweep",
@@ -514,7 +936,7 @@ int main(int argc, char **argv) {
        .lo = 1,
        .hi = TOOL_SIZE_MAX,
        .metavar = "LIST",
-       .help = "sizes for --sweep (default 1K,4K,...,1G)"},
+       .help = "sizes for --sweep and the topology table (default 1K,4K,...,1G)"},
       {.long_name = "json",
        .kind = TOOL_ARG_FLAG,
        .dest = &o.json,
@@ -528,10 +950,15 @@ int main(int argc, char **argv) {
       .prog = "mpiar-sim",
       .usage = "mpiar-sim --algorithm A --ranks P --bytes N [options]\n"
                "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
-               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]",
+               "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
+               "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
+               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]",
       .about = "Runs one collective's schedules for P ranks in the simulator (no MPI) and prints\n"
                "the modelled time, bandwidths and traffic; prints a rank's schedule; or sweeps a\n"
-               "grid of rank counts and sizes and names the fastest algorithm for each.",
+               "grid of rank counts and sizes and names the fastest algorithm for each. With a\n"
+               "topology (--nodes and --ppn, --node-sizes, or --map) the model has two levels:\n"
+               "without --algorithm it prints every algorithm's time per size on it, the winner\n"
+               "and each one's traffic on the node links.",
       .epilogue = "A simulation whose checks fail (deadlock, unmatched message, hazard, wrong\n"
                   "result) prints them and ends with exit code 1.",
       .args = args,
@@ -550,65 +977,11 @@ int main(int argc, char **argv) {
     return tool_usage_error(&spec, "--segment must be a multiple of the element size (%s)",
                             mpiar_dtype_name(o.dtype));
   }
-  if (o.sweep) {
-    if (o.bcast || o.print) {
-      return tool_usage_error(&spec, "--sweep compares allreduce algorithms; drop --collective "
-                                     "bcast and --print-schedule");
-    }
-    if (o.nranks_list == 0) {
-      const long dflt[] = {2, 8, 64, 1024};
-      memcpy(o.ranks, dflt, sizeof dflt);
-      o.nranks_list = 4;
-    }
-    if (o.nsizes == 0) {
-      for (size_t b = 1024; b <= ((size_t)1 << 30); b *= 4) {
-        o.sizes[o.nsizes++] = b;
-      }
-    }
-    return o.reproducible ? run_sweep_repro(&o) : run_sweep(&o);
+  int tex = build_topology(&o, &spec);
+  if (tex >= 0) {
+    return tex;
   }
-  if (o.reproducible) {
-    return tool_usage_error(&spec, "--reproducible goes with --sweep");
-  }
-  if (o.algorithm == NULL || o.nranks_list == 0 || !o.have_bytes) {
-    return tool_usage_error(&spec, "--algorithm, --ranks and --bytes are required (or --sweep)");
-  }
-  if (o.nranks_list != 1) {
-    return tool_usage_error(&spec, "--ranks: a list is only accepted with --sweep");
-  }
-  const mpiar__algorithm_t *alg =
-      o.bcast ? mpiar__bcast_algorithm_find(o.algorithm) : mpiar__algorithm_find_any(o.algorithm);
-  if (alg == NULL) {
-    return tool_usage_error(&spec, "--algorithm: unknown algorithm '%s'", o.algorithm);
-  }
-  if (o.bytes % es != 0) {
-    return tool_usage_error(&spec, "--bytes must be a multiple of the element size (%s)",
-                            mpiar_dtype_name(o.dtype));
-  }
-  if (o.root >= o.ranks[0]) {
-    return tool_usage_error(&spec, "--root must be below --ranks");
-  }
-  if (o.print && !rank_given) {
-    return tool_usage_error(&spec, "--print-schedule needs --rank R with 0 <= R < P");
-  }
-  if (o.print && o.print_rank >= o.ranks[0]) {
-    return tool_usage_error(&spec, "--rank %ld is not below --ranks %ld", o.print_rank, o.ranks[0]);
-  }
-  if (!o.print && rank_given) {
-    return tool_usage_error(&spec, "--rank is only meaningful with --print-schedule");
-  }
-  /* The data checks hold every rank's buffers at once: refuse what cannot fit before trying. */
-  const int p = (int)o.ranks[0];
-  if (!o.print && o.data != 0 &&
-      (o.data == 1 || (double)p * (double)o.bytes <= DATA_DEFAULT_BYTES)) {
-    char err[256];
-    char what[96];
-    char sz[32];
-    snprintf(what, sizeof what, "--data on %d ranks x --bytes %s", p,
-             tool_format_bytes((double)o.bytes, sz, sizeof sz));
-    if (tool_check_memory(data_memory(p, o.bytes, es), what, err, sizeof err) != 0) {
-      return tool_usage_error(&spec, "%s (try --no-data)", err);
-    }
-  }
-  return run_one(&o, alg);
+  int rc = dispatch(&o, &spec);
+  mpiar__topology_destroy(&o.topo);
+  return rc;
 }

@@ -9,6 +9,7 @@
 
 #include "mpiar_types.h"
 #include "schedule/schedule.h"
+#include "schedule/topology.h"
 
 /*
  * Build one rank's allreduce schedule into an initialised, empty schedule `s` (whose rank,
@@ -20,23 +21,44 @@
  */
 typedef int (*mpiar__builder_fn)(mpiar__schedule_t *s);
 
-/* Alpha-beta-gamma parameters of the cost model. */
+/*
+ * Parameters of the cost model, one- or two-level.
+ *
+ * One level (no topology, or every rank on one node): a message occupies the sender's send port
+ * and the receiver's receive port (one of each per rank, full duplex) for alpha + bytes * beta;
+ * a reduction takes bytes * gamma on its rank.
+ * Two levels (a topology with more than one node): messages inside a node keep alpha and beta
+ * and the ranks' own ports; a message between nodes occupies its node's one inter-node send port
+ * and the destination node's one receive port (full duplex, shared by all ranks of the node) for
+ * alpha_inter + bytes * beta_inter. A positional initializer {alpha, beta, gamma} leaves the inter
+ * terms 0, which only matters once a topology is given.
+ */
 typedef struct mpiar__cost_params {
-  double alpha; /* seconds per message */
-  double beta;  /* seconds per byte sent (and received; one send and one receive port per rank) */
-  double gamma; /* seconds per byte reduced */
+  double alpha;       /* seconds per message inside a node */
+  double beta;        /* seconds per byte sent inside a node */
+  double gamma;       /* seconds per byte reduced */
+  double alpha_inter; /* seconds per message between nodes */
+  double beta_inter;  /* seconds per byte between nodes, through the node's shared port */
 } mpiar__cost_params_t;
 
 /*
- * Closed-form modelled time of the algorithm for `nranks` ranks and `bytes` bytes, with the
- * segment size the builder would use (0 = none). The simulator's critical-path time equals it
- * where the algorithm's file header says so (powers of two; any p for ring).
+ * Modelled time of the algorithm for `nranks` ranks and `bytes` bytes, with the segment size the
+ * builder would use (0 = none), on topology `topo` (NULL: one level; otherwise topo->nranks ==
+ * nranks). The simulator's critical-path time equals it where the algorithm's file header says
+ * so (one level: powers of two, any p for ring; two levels: see each file); elsewhere it is the
+ * model's estimate, good enough to rank algorithms.
  */
 typedef double (*mpiar__cost_fn)(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                 const mpiar__cost_params_t *c);
+                                 const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 
 enum {
-  MPIAR__ALG_SEGMENTED = 1u << 0 /* uses segment_elems */
+  MPIAR__ALG_SEGMENTED = 1u << 0, /* uses segment_elems */
+  /*
+   * Reads the schedule's topology (s->topo) and is built for it: offer it only where
+   * mpiar__topology_is_hierarchical(topo). On a flat topology (NULL, one node, one rank per node)
+   * it builds its flat equivalent, so forcing it by name is always correct.
+   */
+  MPIAR__ALG_HIERARCHICAL = 1u << 1
 };
 
 typedef struct mpiar__algorithm {
@@ -61,11 +83,30 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
 
 /* Closed-form costs (the formulas in each builder's file header). */
 double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                        const mpiar__cost_params_t *c);
+                        const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_rabenseifner(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                const mpiar__cost_params_t *c);
+                                const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_recursive_doubling(int nranks, size_t bytes, size_t elem_size,
-                                      size_t segment_bytes, const mpiar__cost_params_t *c);
+                                      size_t segment_bytes, const mpiar__cost_params_t *c,
+                                      const mpiar__topology_t *topo);
+
+/*
+ * Hierarchical (topology-aware) builders, flag MPIAR__ALG_HIERARCHICAL: they read s->topo. Two
+ * levels: reduce-scatter inside each node, an allreduce between nodes on each rank's shard (ring,
+ * or recursive halving/doubling), allgather inside each node; or, for small messages, reduce to
+ * one leader per node, recursive doubling among the leaders, broadcast inside each node.
+ */
+int mpiar__build_hier_ring(mpiar__schedule_t *s);
+int mpiar__build_hier_rabenseifner(mpiar__schedule_t *s);
+int mpiar__build_hier_recursive_doubling(mpiar__schedule_t *s);
+double mpiar__cost_hier_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                             const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_hier_rabenseifner(int nranks, size_t bytes, size_t elem_size,
+                                     size_t segment_bytes, const mpiar__cost_params_t *c,
+                                     const mpiar__topology_t *topo);
+double mpiar__cost_hier_recursive_doubling(int nranks, size_t bytes, size_t elem_size,
+                                           size_t segment_bytes, const mpiar__cost_params_t *c,
+                                           const mpiar__topology_t *topo);
 
 /*
  * Research variants: built and simulated (mpiar-sim --algorithm NAME, tests/sim) but not offered
@@ -76,7 +117,8 @@ extern const mpiar__algorithm_t mpiar__algorithm_variants[];
 extern const int mpiar__algorithm_variant_count;
 int mpiar__build_rabenseifner_fold(mpiar__schedule_t *s);
 double mpiar__cost_rabenseifner_fold(int nranks, size_t bytes, size_t elem_size,
-                                     size_t segment_bytes, const mpiar__cost_params_t *c);
+                                     size_t segment_bytes, const mpiar__cost_params_t *c,
+                                     const mpiar__topology_t *topo);
 
 /* @return the registry entry or research variant named @p name, or NULL. */
 const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name);
@@ -98,14 +140,14 @@ const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name);
 int mpiar__build_repro_direct(mpiar__schedule_t *s);
 int mpiar__build_repro_rabenseifner(mpiar__schedule_t *s);
 double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                const mpiar__cost_params_t *c);
+                                const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 /*
  * repro_halving (research): the canonical tree evaluated as a weighted recursive halving plus a
  * Bruck allgather; exactly 2 (p-1)/p n bytes sent per rank and O(log p) messages for every p.
  */
 int mpiar__build_repro_halving(mpiar__schedule_t *s);
 double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                 const mpiar__cost_params_t *c);
+                                 const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 
 /*
  * The algorithm to run in reproducible mode instead of @p alg (a registry entry or variant, as
@@ -134,8 +176,9 @@ const mpiar__algorithm_t *mpiar__bcast_algorithm_find(const char *name);
 int mpiar__build_bcast_binomial(mpiar__schedule_t *s);
 int mpiar__build_bcast_scatter_allgather(mpiar__schedule_t *s);
 double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                  const mpiar__cost_params_t *c);
+                                  const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem_size,
-                                           size_t segment_bytes, const mpiar__cost_params_t *c);
+                                           size_t segment_bytes, const mpiar__cost_params_t *c,
+                                           const mpiar__topology_t *topo);
 
 #endif /* MPIAR_ALGORITHMS_H */

@@ -17,6 +17,9 @@
  *   (p-1) (alpha + n/p beta) for the ring, i.e. (log2 p + p - 1) alpha + 2 (p-1)/p n beta for p a
  *   power of two dividing count. Wins for large messages: the root sends about n bytes in all
  *   instead of ceil(log2 p) times n.
+ *
+ * Two levels: the broadcasts are not topology-aware; their costs use the level every message
+ * stays on, or on a real two-level topology the slower level for every message (an upper bound).
  */
 #include <stdlib.h>
 
@@ -119,24 +122,35 @@ cleanup:
   return rc;
 }
 
+/* The link the broadcast formulas use (they are not topology-aware): mpiar__cost_slow_link(). */
+static mpiar__cost_params_t bcast_link(const mpiar__cost_params_t *c,
+                                       const mpiar__topology_t *topo) {
+  mpiar__cost_params_t l;
+  mpiar__cost_slow_link(topo, c, &l);
+  return l;
+}
+
 double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                  const mpiar__cost_params_t *c) {
+                                  const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  return mpiar__log2i(ceil_pof2(nranks)) * (c->alpha + (double)bytes * c->beta);
+  const mpiar__cost_params_t l = bcast_link(c, topo);
+  return mpiar__log2i(ceil_pof2(nranks)) * (l.alpha + (double)bytes * l.beta);
 }
 
 double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem_size,
-                                           size_t segment_bytes, const mpiar__cost_params_t *c) {
+                                           size_t segment_bytes, const mpiar__cost_params_t *c,
+                                           const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
+  const mpiar__cost_params_t l = bcast_link(c, topo);
   const double p = nranks, n = (double)bytes;
-  return mpiar__log2i(ceil_pof2(nranks)) * c->alpha + (p - 1) / p * n * c->beta +
-         (p - 1) * (c->alpha + n / p * c->beta);
+  return mpiar__log2i(ceil_pof2(nranks)) * l.alpha + (p - 1) / p * n * l.beta +
+         (p - 1) * (l.alpha + n / p * l.beta);
 }

@@ -34,6 +34,11 @@
  *   otherwise:         the same with p' for p, plus the variant's extra cost above.
  * The simulator's critical path equals the first formula for powers of two. Bytes sent per rank:
  * 2 (p-1)/p n, the lower bound for allreduce. Wins for medium and large messages.
+ * Two levels: on one node, or one rank per node, the formulas with that level's alpha and beta.
+ * Otherwise a step-synchronous estimate (each step's slower of an intra-node message and the
+ * busiest node port), within 40 % of the simulator on the tested topologies. With block placement
+ * the first, largest steps cross nodes from every rank: about 2 (N-1)/N n k per node link, where
+ * hier_rabenseifner moves 2 (N-1)/N n.
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
@@ -272,10 +277,8 @@ int mpiar__build_rabenseifner_fold(mpiar__schedule_t *s) {
   return build(s, VARIANT_FOLD);
 }
 
-static double cost(int nranks, size_t bytes, const mpiar__cost_params_t *c, int variant) {
-  if (nranks <= 1 || bytes == 0) {
-    return 0.0;
-  }
+/* The one-level formulas of the header. */
+static double cost_one_level(int nranks, size_t bytes, const mpiar__cost_params_t *c, int variant) {
   const int pof2 = mpiar__pof2_floor(nranks);
   const double n = (double)bytes, q = pof2;
   double t = 2 * mpiar__log2i(pof2) * c->alpha + 2 * (q - 1) / q * n * c->beta +
@@ -287,16 +290,61 @@ static double cost(int nranks, size_t bytes, const mpiar__cost_params_t *c, int 
   return t;
 }
 
+/*
+ * Two levels, a step-synchronous estimate: each halving and doubling step costs its round time
+ * on the topology (the slower of an intra-node message and the busiest node port), plus the
+ * reduction of the kept half; the pre- and post-steps of non-powers of two are rounds between
+ * the pairs. The first steps exchange across the widest distance, hence between nodes with
+ * block placement, which is where the hierarchical variant saves.
+ */
+static double cost_two_level(int nranks, size_t bytes, const mpiar__cost_params_t *c,
+                             const mpiar__topology_t *topo, int variant) {
+  const int pof2 = mpiar__pof2_floor(nranks), L = mpiar__log2i(pof2);
+  const double n = (double)bytes;
+  mpiar__xor_pattern_t x = {pof2, nranks - pof2, 0};
+  mpiar__round_load_t load;
+  double t = 0.0;
+  for (int j = 0; j < L; j++) {
+    const double half = n / (double)(2 << j);
+    x.mask = pof2 >> (j + 1);
+    mpiar__round_load(topo, mpiar__xor_peer, &x, &load);
+    t += mpiar__round_time(&load, c, half) + half * c->gamma;
+    x.mask = 1 << j;
+    mpiar__round_load(topo, mpiar__xor_peer, &x, &load);
+    t += mpiar__round_time(&load, c, n / pof2 * (double)(1 << j));
+  }
+  if (x.rem > 0) {
+    const double pre = variant == VARIANT_FOLD ? n : n / 2;
+    x.mask = 0;
+    mpiar__round_load(topo, mpiar__xor_peer, &x, &load);
+    t += mpiar__round_time(&load, c, pre) + pre * c->gamma + mpiar__round_time(&load, c, n);
+  }
+  return t;
+}
+
+static double cost(int nranks, size_t bytes, const mpiar__cost_params_t *c,
+                   const mpiar__topology_t *topo, int variant) {
+  if (nranks <= 1 || bytes == 0) {
+    return 0.0;
+  }
+  mpiar__cost_params_t link;
+  if (mpiar__cost_one_level(topo, c, &link)) {
+    return cost_one_level(nranks, bytes, &link, variant);
+  }
+  return cost_two_level(nranks, bytes, c, topo, variant);
+}
+
 double mpiar__cost_rabenseifner(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                const mpiar__cost_params_t *c) {
+                                const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
-  return cost(nranks, bytes, c, VARIANT_HALF);
+  return cost(nranks, bytes, c, topo, VARIANT_HALF);
 }
 
 double mpiar__cost_rabenseifner_fold(int nranks, size_t bytes, size_t elem_size,
-                                     size_t segment_bytes, const mpiar__cost_params_t *c) {
+                                     size_t segment_bytes, const mpiar__cost_params_t *c,
+                                     const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
-  return cost(nranks, bytes, c, VARIANT_FOLD);
+  return cost(nranks, bytes, c, topo, VARIANT_FOLD);
 }

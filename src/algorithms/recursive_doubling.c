@@ -19,6 +19,9 @@
  *                      + (alpha + n beta)              (the fold and the return of the result)
  * The simulator's critical path equals the first formula for powers of two; the second is the
  * model's estimate for other p. Wins for small messages, where the log2(p) alpha term dominates.
+ * Two levels: on one node, or one rank per node, the formulas with that level's alpha and beta;
+ * otherwise a step-synchronous estimate as for Rabenseifner (the node port passes one message per
+ * rank of the node in each step across nodes, which hier_recursive_doubling avoids).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
@@ -91,7 +94,8 @@ cleanup:
 }
 
 double mpiar__cost_recursive_doubling(int nranks, size_t bytes, size_t elem_size,
-                                      size_t segment_bytes, const mpiar__cost_params_t *c) {
+                                      size_t segment_bytes, const mpiar__cost_params_t *c,
+                                      const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
@@ -99,10 +103,28 @@ double mpiar__cost_recursive_doubling(int nranks, size_t bytes, size_t elem_size
   }
   const int pof2 = mpiar__pof2_floor(nranks);
   const double n = (double)bytes;
-  const double step = c->alpha + n * c->beta + n * c->gamma;
-  double t = mpiar__log2i(pof2) * step;
-  if (pof2 != nranks) {
-    t += step + c->alpha + n * c->beta;
+  mpiar__cost_params_t link;
+  if (mpiar__cost_one_level(topo, c, &link)) {
+    const double step = link.alpha + n * link.beta + n * link.gamma;
+    double t = mpiar__log2i(pof2) * step;
+    if (pof2 != nranks) {
+      t += step + link.alpha + n * link.beta;
+    }
+    return t;
+  }
+  /* Two levels: each exchange costs its round time on the topology (see rabenseifner.c). */
+  mpiar__xor_pattern_t x = {pof2, nranks - pof2, 0};
+  mpiar__round_load_t load;
+  double t = 0.0;
+  for (int j = 0; j < mpiar__log2i(pof2); j++) {
+    x.mask = 1 << j;
+    mpiar__round_load(topo, mpiar__xor_peer, &x, &load);
+    t += mpiar__round_time(&load, c, n) + n * c->gamma;
+  }
+  if (x.rem > 0) {
+    x.mask = 0;
+    mpiar__round_load(topo, mpiar__xor_peer, &x, &load);
+    t += 2 * mpiar__round_time(&load, c, n) + n * c->gamma;
   }
   return t;
 }

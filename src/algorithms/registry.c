@@ -10,6 +10,18 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "recursive-halving reduce-scatter + recursive-doubling allgather; medium and large"},
     {"recursive_doubling", mpiar__build_recursive_doubling, mpiar__cost_recursive_doubling, 0,
      "full-vector exchange in log2(p) steps; small messages"},
+    {"hier_ring", mpiar__build_hier_ring, mpiar__cost_hier_ring,
+     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED,
+     "reduce-scatter in each node, a ring between nodes per local rank, allgather in each node; "
+     "large messages on several nodes"},
+    {"hier_rabenseifner", mpiar__build_hier_rabenseifner, mpiar__cost_hier_rabenseifner,
+     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED,
+     "reduce-scatter in each node, halving/doubling between nodes per local rank, allgather in "
+     "each node; medium and large messages on several nodes"},
+    {"hier_recursive_doubling", mpiar__build_hier_recursive_doubling,
+     mpiar__cost_hier_recursive_doubling, MPIAR__ALG_HIERARCHICAL,
+     "reduce to a leader per node, recursive doubling among leaders, broadcast in each node; "
+     "small messages on several nodes"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 

@@ -296,11 +296,14 @@ cleanup:
 }
 
 double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                const mpiar__cost_params_t *c) {
+                                const mpiar__cost_params_t *cost, const mpiar__topology_t *topo) {
   (void)elem_size;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
+  mpiar__cost_params_t link; /* two levels: the slower level for every message, an upper bound */
+  mpiar__cost_slow_link(topo, cost, &link);
+  const mpiar__cost_params_t *c = &link;
   const double p = nranks, blk = (double)bytes / p;
   const double d = mpiar__log2i(nranks); /* ceil(log2 p): the depth of the canonical tree */
   const double m = segment_bytes ? ceil(blk / (double)segment_bytes) : 1.0;

@@ -390,12 +390,15 @@ cleanup:
 }
 
 double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
-                                 const mpiar__cost_params_t *c) {
+                                 const mpiar__cost_params_t *cost, const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
+  mpiar__cost_params_t link; /* two levels: the slower level for every message, an upper bound */
+  mpiar__cost_slow_link(topo, cost, &link);
+  const mpiar__cost_params_t *c = &link;
   /* Rabenseifner's formula with p for p': exact for powers of two, an estimate otherwise. */
   const double p = nranks, n = (double)bytes;
   return 2 * mpiar__log2i(nranks) * c->alpha + 2 * (p - 1) / p * n * c->beta +

@@ -31,6 +31,12 @@
  *   behind the transfers of later segments.
  * The simulator's critical path equals these for every p (tests/sim). Bytes sent per rank:
  * 2 (p-1)/p n, the lower bound for allreduce.
+ * Two levels (mpiar__cost_params_t): on one node the formulas hold with alpha and beta, with one
+ * rank per node with alpha_inter and beta_inter. Otherwise a step lasts as long as the slower of
+ * an intra-node message and the busiest node port, which passes one message per node and step
+ * with block placement (2 (p-1)/p n per node link, near the bound 2 (N-1)/N n) and k with
+ * round-robin placement (k times that); the cost function puts that link into the formulas, an
+ * estimate within 40 % of the simulator on the tested topologies (tests/sim/test_sim_hier_cost.c).
  *
  * Tags: the q-th message from r to r+1 carries tag q mod MPIAR__TAG_LIMIT. Where a tag repeats
  * (more than MPIAR__TAG_LIMIT messages), the later send and receive depend on the earlier ones
@@ -192,12 +198,9 @@ cleanup:
   return rc;
 }
 
-double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+/* The one-level formulas of the header over the link `l` (alpha, beta) and gamma. */
+static double ring_time(int nranks, size_t bytes, size_t segment_bytes,
                         const mpiar__cost_params_t *c) {
-  (void)elem_size;
-  if (nranks <= 1 || bytes == 0) {
-    return 0.0;
-  }
   const double p = nranks, blk = (double)bytes / p;
   const double m = segment_bytes ? ceil(blk / (double)segment_bytes) : 1.0;
   const double plain =
@@ -217,4 +220,34 @@ double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segme
   const double step = c->alpha + sb * c->beta + m * sb * c->gamma;
   const double reduce_bound = (p - 1) * step + (p - 1) * m * (c->alpha + sb * c->beta);
   return reduce_bound > port ? reduce_bound : port;
+}
+
+static int ring_peer(int rank, const void *arg) {
+  return (rank + 1) % *(const int *)arg;
+}
+
+double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                        const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
+  (void)elem_size;
+  if (nranks <= 1 || bytes == 0) {
+    return 0.0;
+  }
+  mpiar__cost_params_t link;
+  if (!mpiar__cost_one_level(topo, c, &link)) {
+    /*
+     * Two levels: every step sends one block from each rank to the next. A step lasts as long as
+     * the slower of an intra-node message and the busiest node port's inter-node messages (one
+     * per node with block placement, up to ranks-per-node with round-robin), so the slower one
+     * plays the link of the one-level formula.
+     */
+    mpiar__round_load_t load;
+    mpiar__round_load(topo, ring_peer, &nranks, &load);
+    const double blk = (double)bytes / nranks;
+    const double inter = load.port * (c->alpha_inter + blk * c->beta_inter);
+    if (!load.intra || inter >= c->alpha + blk * c->beta) {
+      link.alpha = load.port * c->alpha_inter;
+      link.beta = load.port * c->beta_inter;
+    }
+  }
+  return ring_time(nranks, bytes, segment_bytes, &link);
 }

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "algorithms/algorithms.h"
 #include "schedule/schedule.h"
 
 /*
@@ -39,6 +40,54 @@ int mpiar__build_trivial(mpiar__schedule_t *s, int *done);
 static inline mpiar__operand_t mpiar__own(const mpiar__schedule_t *s, size_t off) {
   return s->in_place ? mpiar__out(off) : mpiar__in(off);
 }
+
+/*
+ * Two-level cost helpers (cost.c). The flat algorithms' costs on a topology are step-synchronous
+ * estimates built from them: each round costs the slower of a rank's port and the busiest node
+ * port.
+ */
+
+/*
+ * 1 when every message on @p topo stays on one level, with that level's alpha and beta in
+ * @p link (NULL or one node: inside a node; one rank per node: between nodes; gamma copied);
+ * 0 for a real two-level topology.
+ */
+int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
+                          mpiar__cost_params_t *link);
+
+/*
+ * The link of an algorithm whose two-level cost is not modelled: the level every message stays
+ * on, or on a real two-level topology the slower level's alpha and beta for every message (an
+ * upper bound).
+ */
+void mpiar__cost_slow_link(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
+                           mpiar__cost_params_t *link);
+
+/* The partner rank of @p rank in one round of a pattern, or -1 when it sends nothing. */
+typedef int (*mpiar__peer_fn)(int rank, const void *arg);
+
+/* One round of messages: whether one stays inside a node, and the busiest node port's count. */
+typedef struct mpiar__round_load {
+  int intra; /* 1 if some message of the round stays inside a node */
+  int port;  /* the most inter-node messages one node sends, or receives, in the round */
+} mpiar__round_load_t;
+
+void mpiar__round_load(const mpiar__topology_t *topo, mpiar__peer_fn peer, const void *arg,
+                       mpiar__round_load_t *load);
+
+/* Time of a round of messages of @p bytes each: max(alpha + bytes beta, port x inter message). */
+double mpiar__round_time(const mpiar__round_load_t *load, const mpiar__cost_params_t *c,
+                         double bytes);
+
+/*
+ * Exchange patterns of recursive halving/doubling over p ranks, p' = 2^L <= p, rem = p - p':
+ * the folded ranks (even ranks below 2 rem) sit out; virtual rank v maps to 2v+1 below rem.
+ */
+typedef struct mpiar__xor_pattern {
+  int pof2, rem, mask; /* mask 0: the pre-/post-step pairs (2i, 2i+1), i < rem */
+} mpiar__xor_pattern_t;
+
+int mpiar__xor_peer(int rank, const void *arg);
 
 /* Append a step and jump to cleanup on failure; the step index lands in `var`. */
 #define MPIAR__STEP(var, expr) \

@@ -382,6 +382,10 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
     mpiar__request_free_mem(r);
   }
   mpiar__plans_free_all(ctx);
+  free(ctx->mreq);
+  free(ctx->mown);
+  free(ctx->mdone);
+  free(ctx->mstat);
   free(ctx->slot_req);
   free(ctx->node_of);
   free(ctx->held);

@@ -161,6 +161,7 @@ typedef struct mpiar__context {
   uint32_t seq;                     /* operations started so far */
   struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
   struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
+  struct mpiar_request *active_tail;
   int nactive;
   int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
   uint32_t check_seq; /* argument checks run so far (control tags) */
@@ -174,6 +175,17 @@ typedef struct mpiar__context {
   mpiar__held_t *held;
   int nheld;
   uint64_t progress_count;   /* steps completed on this context (any request) */
+  /* Every outstanding MPI request of every operation, tested with one MPI_Testsome per pass
+   * (each MPI_Testsome runs MPI's progress engine once, whatever the number of requests). */
+  MPI_Request *mreq;
+  struct mpiar__mowner {
+    struct mpiar_request *r;
+    uint32_t piece;
+  } *mown;
+  int *mdone;
+  MPI_Status *mstat;
+  size_t nm, mcap;
+  size_t mreserved; /* pieces of the requests in flight: the table's room */
   double suspect_time;       /* when a held message first contradicted its operation (0: none) */
   uint64_t suspect_progress; /* progress_count then */
   MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
@@ -257,11 +269,7 @@ struct mpiar_request {
   uint8_t *piece_state;   /* per piece: PIECE_* (receives) */
   uint32_t *probing;      /* receive pieces waiting for MPI_Improbe */
   size_t nprobing;
-  MPI_Request *mpireq;    /* outstanding MPI requests, compact */
-  uint32_t *mpireq_piece; /* piece of each */
-  int *done_idx;
-  MPI_Status *statuses;
-  size_t nmpireq;
+  size_t nmpireq;         /* its MPI requests outstanding (in the context's table) */
   size_t comm_head, comm_tail, comp_head, comp_tail;
   size_t done;
   unsigned polls;         /* passes since the clock was last read */

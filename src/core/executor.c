@@ -138,9 +138,13 @@ void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes) {
 
 /* ---- posting and completing messages ---- */
 
+/* Record an outstanding MPI request in the context's table (room was made at the start). */
 static inline void add_mpireq(mpiar__request_t *r, MPI_Request q, uint32_t piece) {
-  r->mpireq[r->nmpireq] = q;
-  r->mpireq_piece[r->nmpireq++] = piece;
+  mpiar__context_t *ctx = r->ctx;
+  ctx->mreq[ctx->nm] = q;
+  ctx->mown[ctx->nm].r = r;
+  ctx->mown[ctx->nm++].piece = piece;
+  r->nmpireq++;
 }
 
 static int length_mismatch(mpiar__request_t *r, uint32_t piece, size_t got) {
@@ -243,12 +247,21 @@ static int probe(mpiar__request_t *r, int *progressed) {
   return rc;
 }
 
-/* Test outstanding MPI requests; complete the steps whose last piece finished. */
-static int poll(mpiar__request_t *r, int *progressed) {
+/*
+ * Test every outstanding MPI request of the context at once and complete the steps whose last
+ * piece finished. A request whose message failed (an MPI error, a wrong length) is returned in
+ * *failed with its error, after the table is consistent again.
+ */
+static int poll(mpiar__context_t *ctx, int *progressed, mpiar__request_t **failed) {
+  *failed = NULL;
+  if (ctx->nm == 0) {
+    return MPIAR_SUCCESS;
+  }
   int outcount = 0;
-  int err = MPI_Testsome((int)r->nmpireq, r->mpireq, &outcount, r->done_idx, r->statuses);
+  int err = MPI_Testsome((int)ctx->nm, ctx->mreq, &outcount, ctx->mdone, ctx->mstat);
   if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {
-    return mpi_error(err, "MPI_Testsome", r, r->plan->pieces[r->mpireq_piece[0]].step);
+    *failed = ctx->mown[0].r;
+    return mpi_error(err, "MPI_Testsome", *failed, (*failed)->plan->pieces[ctx->mown[0].piece].step);
   }
   if (outcount == MPI_UNDEFINED || outcount == 0) {
     return MPIAR_SUCCESS;
@@ -256,40 +269,45 @@ static int poll(mpiar__request_t *r, int *progressed) {
   *progressed = 1;
   int rc = MPIAR_SUCCESS;
   for (int i = 0; i < outcount; i++) {
-    uint32_t k = r->mpireq_piece[r->done_idx[i]];
+    mpiar__request_t *r = ctx->mown[ctx->mdone[i]].r;
+    uint32_t k = ctx->mown[ctx->mdone[i]].piece;
     const mpiar__piece_t *p = &r->plan->pieces[k];
     const mpiar__step_t *st = &r->plan->sched.steps[p->step];
-    if (err == MPI_ERR_IN_STATUS && r->statuses[i].MPI_ERROR != MPI_SUCCESS) {
-      rc = mpi_error(r->statuses[i].MPI_ERROR,
-                     st->kind == MPIAR__STEP_SEND ? "a send" : "a receive", r, p->step);
+    if (rc != MPIAR_SUCCESS) {
       break;
     }
-    if (st->kind == MPIAR__STEP_RECV) {
+    if (err == MPI_ERR_IN_STATUS && ctx->mstat[i].MPI_ERROR != MPI_SUCCESS) {
+      rc = mpi_error(ctx->mstat[i].MPI_ERROR,
+                     st->kind == MPIAR__STEP_SEND ? "a send" : "a receive", r, p->step);
+      *failed = r;
+    } else if (st->kind == MPIAR__STEP_RECV) {
       int count = -1;
-      MPI_Get_count(&r->statuses[i], MPI_BYTE, &count);
-      r->piece_state[k] = PIECE_DONE;
+      MPI_Get_count(&ctx->mstat[i], MPI_BYTE, &count);
       if ((size_t)count != p->len) {
         rc = length_mismatch(r, k, (size_t)count);
-        break;
+        *failed = r;
       }
     }
   }
-  /* Completed requests are MPI_REQUEST_NULL now: compact the list, then finish the steps whose
+  /* Completed requests are MPI_REQUEST_NULL now: compact the table, then finish the steps whose
    * pieces have all completed. */
   size_t kept = 0;
-  for (size_t i = 0; i < r->nmpireq; i++) {
-    if (r->mpireq[i] != MPI_REQUEST_NULL) {
-      r->mpireq[kept] = r->mpireq[i];
-      r->mpireq_piece[kept++] = r->mpireq_piece[i];
-    } else {
-      uint32_t step = r->plan->pieces[r->mpireq_piece[i]].step;
-      r->piece_state[r->mpireq_piece[i]] = PIECE_DONE;
-      if (--r->piece_left[step] == 0 && rc == MPIAR_SUCCESS) {
-        complete_step(r, step);
-      }
+  for (size_t i = 0; i < ctx->nm; i++) {
+    if (ctx->mreq[i] != MPI_REQUEST_NULL) {
+      ctx->mreq[kept] = ctx->mreq[i];
+      ctx->mown[kept++] = ctx->mown[i];
+      continue;
+    }
+    mpiar__request_t *r = ctx->mown[i].r;
+    uint32_t k = ctx->mown[i].piece;
+    uint32_t step = r->plan->pieces[k].step;
+    r->piece_state[k] = PIECE_DONE;
+    r->nmpireq--;
+    if (--r->piece_left[step] == 0 && r != *failed) {
+      complete_step(r, step);
     }
   }
-  r->nmpireq = kept;
+  ctx->nm = kept;
   return rc;
 }
 
@@ -317,10 +335,14 @@ static void run_local(mpiar__request_t *r, uint32_t step) {
 static int timed_out(const mpiar__request_t *r) {
   const mpiar__plan_t *plan = r->plan;
   /* Name the oldest receive still waiting (else the oldest send): that peer is the late one. */
+  const mpiar__context_t *ctx = r->ctx;
   uint32_t step = UINT32_MAX;
   for (int want_recv = 1; want_recv >= 0 && step == UINT32_MAX; want_recv--) {
-    for (size_t i = 0; i < r->nmpireq + r->nprobing; i++) {
-      uint32_t k = i < r->nmpireq ? r->mpireq_piece[i] : r->probing[i - r->nmpireq];
+    for (size_t i = 0; i < ctx->nm + r->nprobing; i++) {
+      if (i < ctx->nm && ctx->mown[i].r != r) {
+        continue;
+      }
+      uint32_t k = i < ctx->nm ? ctx->mown[i].piece : r->probing[i - ctx->nm];
       uint32_t s = plan->pieces[k].step;
       int is_recv = plan->sched.steps[s].kind == MPIAR__STEP_RECV;
       if (is_recv == want_recv && s < step) {
@@ -514,9 +536,6 @@ static int data_pass(mpiar__request_t *r, int *progressed) {
   if (r->nprobing > 0 && (rc = probe(r, progressed)) != MPIAR_SUCCESS) {
     return rc;
   }
-  if (r->nmpireq > 0 && (rc = poll(r, progressed)) != MPIAR_SUCCESS) {
-    return rc;
-  }
   if (r->comp_head < r->comp_tail) {
     uint32_t step = r->ready[n + r->comp_head++];
     run_local(r, step);
@@ -524,6 +543,12 @@ static int data_pass(mpiar__request_t *r, int *progressed) {
     *progressed = 1;
     r->polls = MPIAR__CLOCK_PASSES - 1; /* look at the clock after every reduction */
   }
+  return MPIAR_SUCCESS;
+}
+
+/* After the poll: a schedule with nothing left to wait for but steps not done never finishes. */
+static int stalled(const mpiar__request_t *r) {
+  const size_t n = r->plan->sched.nsteps;
   if (r->done < n && r->nmpireq == 0 && r->nprobing == 0 && r->comm_head == r->comm_tail &&
       r->comp_head == r->comp_tail) {
     return mpiar__error(MPIAR_ERR_INTERNAL,
@@ -543,9 +568,12 @@ static void finish(mpiar__request_t *r, int rc) {
   }
   if (r->anext != NULL) {
     r->anext->aprev = r->aprev;
+  } else {
+    ctx->active_tail = r->aprev;
   }
   r->anext = r->aprev = NULL;
   ctx->nactive--;
+  ctx->mreserved -= r->plan->npieces;
   if (ctx->slot_req[r->slot] == r) {
     ctx->slot_req[r->slot] = NULL;
   }
@@ -566,23 +594,29 @@ void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
   double until = MPI_Wtime() + MPIAR__ABANDON_WAIT_S;
   /* Sends still in flight may read the request's scratch: it is then freed with the context. */
   r->tainted = r->nmpireq > 0 || r->check_req != MPI_REQUEST_NULL;
-  for (size_t i = 0; i < r->nmpireq; i++) {
-    uint32_t k = r->mpireq_piece[i];
+  size_t kept = 0;
+  for (size_t i = 0; i < ctx->nm; i++) {
+    if (ctx->mown[i].r != r) {
+      ctx->mreq[kept] = ctx->mreq[i];
+      ctx->mown[kept++] = ctx->mown[i];
+      continue;
+    }
+    uint32_t k = ctx->mown[i].piece;
     const mpiar__step_t *st = &r->plan->sched.steps[r->plan->pieces[k].step];
     if (st->kind == MPIAR__STEP_RECV && !(r->piece_state[k] & PIECE_MATCHED)) {
-      MPI_Cancel(&r->mpireq[i]);
-      MPI_Wait(&r->mpireq[i], MPI_STATUS_IGNORE);
+      MPI_Cancel(&ctx->mreq[i]);
+      MPI_Wait(&ctx->mreq[i], MPI_STATUS_IGNORE);
     } else if (st->kind == MPIAR__STEP_RECV) {
       int flag = 0;
-      while (MPI_Test(&r->mpireq[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
+      while (MPI_Test(&ctx->mreq[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
              MPI_Wtime() < until) {
       }
-      mpiar__context_zombie(ctx, r->mpireq[i]);
+      mpiar__context_zombie(ctx, ctx->mreq[i]);
     } else {
-      mpiar__context_zombie(ctx, r->mpireq[i]);
+      mpiar__context_zombie(ctx, ctx->mreq[i]);
     }
-    r->mpireq[i] = MPI_REQUEST_NULL;
   }
+  ctx->nm = kept;
   r->nmpireq = 0;
   r->nprobing = 0;
   if (r->check_req != MPI_REQUEST_NULL) {
@@ -618,43 +652,69 @@ void mpiar__request_begin(mpiar__request_t *r) {
   }
 }
 
-/* One pass over one request; finishes it when done or failed. */
-static void request_pass(mpiar__request_t *r, int *progressed) {
-  int rc = MPIAR_SUCCESS;
-  if (r->check_round < r->check_rounds) {
-    rc = check_pass(r, progressed);
-  } else {
-    rc = data_pass(r, progressed);
-    if (rc == MPIAR_SUCCESS && r->done == r->plan->sched.nsteps) {
-      finish(r, MPIAR_SUCCESS);
-      *progressed = 1;
-      return;
-    }
-  }
-  if (rc == MPIAR_SUCCESS && r->deadline > 0 && ++r->polls >= MPIAR__CLOCK_PASSES) {
-    r->polls = 0;
-    if (MPI_Wtime() > r->deadline) {
-      rc = timed_out(r);
-    }
-  }
-  if (rc != MPIAR_SUCCESS && r->check_failed) {
+/* A request's pass failed with @p rc: fail it (and break the context unless the argument check
+ * failed, which every rank saw alike with nothing else sent). */
+static void pass_failed(mpiar__request_t *r, int rc) {
+  if (r->check_failed) {
     /* Every rank reached the same verdict after the last round and nothing else was sent: the
      * call fails everywhere and the communicator stays usable. */
     char detail[512];
     snprintf(detail, sizeof detail, "%s", mpiar_last_error());
     mpiar__request_fail(r, rc, detail);
-    *progressed = 1;
-  } else if (rc != MPIAR_SUCCESS) {
+  } else {
     fail_and_break(r, rc);
-    *progressed = 1;
   }
 }
 
+/*
+ * One pass over every request of the context: each posts what is ready, takes the long messages
+ * that arrived and runs one reduction (or a round of its argument check); then one MPI_Testsome
+ * over all their messages completes steps; then each request that is done finishes, and the
+ * deadlines are looked at.
+ */
 void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
-  mpiar__request_t *r = ctx->active;
-  while (r != NULL && !ctx->broken) {
+  for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
     mpiar__request_t *next = r->anext;
-    request_pass(r, progressed);
+    int rc = r->check_round < r->check_rounds ? check_pass(r, progressed)
+                                              : data_pass(r, progressed);
+    if (rc != MPIAR_SUCCESS) {
+      pass_failed(r, rc);
+      *progressed = 1;
+    }
+    r = next;
+  }
+  if (ctx->broken) {
+    return;
+  }
+  mpiar__request_t *failed = NULL;
+  int rc = poll(ctx, progressed, &failed);
+  if (rc != MPIAR_SUCCESS) {
+    fail_and_break(failed, rc);
+    *progressed = 1;
+    return;
+  }
+  for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
+    mpiar__request_t *next = r->anext;
+    rc = MPIAR_SUCCESS;
+    if (r->check_round >= r->check_rounds) {
+      if (r->done == r->plan->sched.nsteps) {
+        finish(r, MPIAR_SUCCESS);
+        *progressed = 1;
+        r = next;
+        continue;
+      }
+      rc = stalled(r);
+    }
+    if (rc == MPIAR_SUCCESS && r->deadline > 0 && ++r->polls >= MPIAR__CLOCK_PASSES) {
+      r->polls = 0;
+      if (MPI_Wtime() > r->deadline) {
+        rc = timed_out(r);
+      }
+    }
+    if (rc != MPIAR_SUCCESS) {
+      pass_failed(r, rc);
+      *progressed = 1;
+    }
     r = next;
   }
 }

@@ -46,16 +46,6 @@ static mpiar__request_t *request_alloc(const mpiar__plan_t *plan) {
   off += (n + 1) * sizeof(uint32_t);
   size_t o_probing = off;
   off += (np + 1) * sizeof(uint32_t);
-  size_t o_mpireq_piece = off;
-  off += (np + 1) * sizeof(uint32_t);
-  size_t o_done_idx = off;
-  off += (np + 1) * sizeof(int);
-  off = align_up(off, 16);
-  size_t o_mpireq = off;
-  off += (np + 1) * sizeof(MPI_Request);
-  off = align_up(off, 16);
-  size_t o_statuses = off;
-  off += (np + 1) * sizeof(MPI_Status);
   size_t o_state = off;
   off += np + 1;
   off = align_up(off, 64);
@@ -71,10 +61,6 @@ static mpiar__request_t *request_alloc(const mpiar__plan_t *plan) {
   r->ready = (uint32_t *)(block + o_ready);
   r->piece_left = (uint32_t *)(block + o_left);
   r->probing = (uint32_t *)(block + o_probing);
-  r->mpireq_piece = (uint32_t *)(block + o_mpireq_piece);
-  r->done_idx = (int *)(block + o_done_idx);
-  r->mpireq = (MPI_Request *)(block + o_mpireq);
-  r->statuses = (MPI_Status *)(block + o_statuses);
   r->piece_state = (uint8_t *)(block + o_state);
   r->scratch = plan->scratch_bytes ? block + o_scratch : NULL;
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
@@ -176,6 +162,34 @@ int mpiar__request_start(mpiar__request_t *r) {
       return rc;
     }
   }
+  /* Room in the context's table for every message of every run in flight (it grows only when a
+   * larger mix of operations than ever before is in flight). */
+  size_t need = ctx->mreserved + r->plan->npieces + 2;
+  if (need > ctx->mcap) {
+    size_t cap = ctx->mcap ? ctx->mcap : 64;
+    while (cap < need) {
+      cap *= 2;
+    }
+    MPI_Request *q = realloc(ctx->mreq, cap * sizeof *q);
+    if (q != NULL) {
+      ctx->mreq = q;
+    }
+    struct mpiar__mowner *o = q ? realloc(ctx->mown, cap * sizeof *o) : NULL;
+    if (o != NULL) {
+      ctx->mown = o;
+    }
+    int *d = o ? realloc(ctx->mdone, cap * sizeof *d) : NULL;
+    if (d != NULL) {
+      ctx->mdone = d;
+    }
+    MPI_Status *st = d ? realloc(ctx->mstat, cap * sizeof *st) : NULL;
+    if (st == NULL) {
+      return mpiar__error(MPIAR_ERR_NOMEM, "cannot grow the request table to %zu entries", cap);
+    }
+    ctx->mstat = st;
+    ctx->mcap = cap;
+  }
+  ctx->mreserved += r->plan->npieces;
   r->seq = ctx->seq++;
   r->slot = slot;
   r->tag_base = slot << (ctx->size_bits + MPIAR__TAG_BITS);
@@ -185,17 +199,13 @@ int mpiar__request_start(mpiar__request_t *r) {
   ctx->slot_req[slot] = r;
   /* Append, so passes visit requests in start order. */
   r->anext = NULL;
-  r->aprev = NULL;
-  if (ctx->active == NULL) {
-    ctx->active = r;
+  r->aprev = ctx->active_tail;
+  if (ctx->active_tail != NULL) {
+    ctx->active_tail->anext = r;
   } else {
-    mpiar__request_t *t = ctx->active;
-    while (t->anext != NULL) {
-      t = t->anext;
-    }
-    t->anext = r;
-    r->aprev = t;
+    ctx->active = r;
   }
+  ctx->active_tail = r;
   ctx->nactive++;
   if (r->check && ctx->size > 1) {
     mpiar__check_init(r);

@@ -212,6 +212,10 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks, int reprodu
   *segment_bytes = 0;
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *entry = &mpiar__algorithms[i];
+    /* The context has no topology yet (NULL: flat), where hierarchical builders are flat ones. */
+    if ((entry->flags & MPIAR__ALG_HIERARCHICAL) && !mpiar__topology_is_hierarchical(NULL)) {
+      continue;
+    }
     const mpiar__algorithm_t *a =
         reproducible ? mpiar__algorithm_reproducible(entry, nranks, dtype) : entry;
     size_t nseg = (a->flags & MPIAR__ALG_SEGMENTED)
@@ -219,7 +223,7 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks, int reprodu
                       : 1;
     for (size_t k = 0; k < nseg; k++) {
       size_t seg = segment_candidates[k];
-      double t = a->cost(nranks, bytes, elem_size, seg, params);
+      double t = a->cost(nranks, bytes, elem_size, seg, params, NULL);
       /* A strict improvement is required, so ties keep the earlier (simpler) choice. */
       if (t < best * (1.0 - 1e-9)) {
         best = t;
@@ -382,7 +386,7 @@ int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, i
   *alg = &mpiar__bcast_algorithms[0];
   for (int i = 0; i < mpiar__bcast_algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__bcast_algorithms[i];
-    double t = a->cost(nranks, bytes, elem_size, 0, &builtin_params);
+    double t = a->cost(nranks, bytes, elem_size, 0, &builtin_params, NULL);
     if (t < best * (1.0 - 1e-9)) {
       best = t;
       *alg = a;

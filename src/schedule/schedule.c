@@ -225,7 +225,7 @@ static const char *buf_name(uint8_t b) {
 
 /*
  * Format (stable; golden tests compare it):
- *   # <algorithm> rank R/P count N elem E in_place I segment S scratch T [root R]
+ *   # <algorithm> rank R/P count N elem E in_place I segment S scratch T [root R] [nodes N]
  *   <index> send   peer P tag T n N in[off]                 deps i,j
  *   <index> recv   peer P tag T n N out[off]                deps -
  *   <index> reduce n N out[off] = in[off] op tmp[off]       deps i
@@ -237,6 +237,9 @@ void mpiar__schedule_print(const mpiar__schedule_t *s, FILE *out) {
           s->in_place, s->segment_elems, s->scratch_elems);
   if (s->root >= 0) {
     fprintf(out, " root %d", s->root);
+  }
+  if (s->topo != NULL) {
+    fprintf(out, " nodes %d", s->topo->nnodes);
   }
   fputc('\n', out);
   for (size_t i = 0; i < s->nsteps; i++) {

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "schedule/topology.h"
+
 /* Logical buffers. In an in-place call INPUT and OUTPUT are the same memory. */
 typedef enum mpiar__buf {
   MPIAR__BUF_INPUT = 0,
@@ -65,6 +67,12 @@ typedef struct mpiar__schedule {
   size_t segment_elems;  /* pipelining segment (0 = none) */
   size_t scratch_elems;  /* scratch the steps use, computed by the builder */
   size_t max_steps;      /* 0: no limit but the 32-bit indices; else appends beyond fail */
+  /*
+   * The communicator's node structure, set after mpiar__schedule_init() like `root` (NULL: flat,
+   * one level). Owned by the caller and immutable while the schedule lives; only hierarchical
+   * builders read it, and one topology serves every schedule of a communicator.
+   */
+  const mpiar__topology_t *topo;
 
   mpiar__step_t *steps;
   size_t nsteps, steps_cap;

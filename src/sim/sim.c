@@ -47,7 +47,13 @@ typedef struct sim {
   int64_t *pnext;          /* FIFO link in a send-port queue */
   uint8_t *arrived;        /* SEND: transfer over */
   unsigned char **payload; /* SEND: data captured when posted (data mode) */
-  /* ports and compute */
+  /*
+   * Ports: 0 .. p-1 are the ranks' own (messages inside a node, or every message without a
+   * topology), p + i is node i's inter-node port. Each has a send side with a FIFO of ready
+   * sends (port_head/tail) and a receive side (recv_busy, with the senders waiting for it).
+   */
+  int nports;
+  const mpiar__topology_t *topo; /* NULL: one level */
   int64_t *port_head, *port_tail;
   uint8_t *send_busy, *recv_busy, *waiting;
   int *wait_next, *wait_head, *wait_tail;
@@ -209,6 +215,18 @@ static void mark_written(sim_t *m, int r, mpiar__operand_t o, size_t count) {
 
 /* ---- step life cycle ---- */
 
+/* The ports a message from @p src to @p dst uses; @return 1 if it crosses a node link. */
+static int ports_of(const sim_t *m, int src, int dst, int *q, int *d) {
+  if (m->topo != NULL && m->topo->node_of[src] != m->topo->node_of[dst]) {
+    *q = m->p + m->topo->node_of[src];
+    *d = m->p + m->topo->node_of[dst];
+    return 1;
+  }
+  *q = src;
+  *d = dst;
+  return 0;
+}
+
 static int complete(sim_t *m, int64_t gid, double t);
 
 static int try_start(sim_t *m, int q) {
@@ -216,9 +234,10 @@ static int try_start(sim_t *m, int q) {
     return 0;
   }
   int64_t g = m->port_head[q];
-  int r;
+  int r, sq, d;
   const mpiar__step_t *st = step_of(m, g, &r);
-  const int d = st->peer;
+  const int inter = ports_of(m, r, st->peer, &sq, &d);
+  (void)sq; /* == q: the message sits in the queue of the port it uses */
   if (m->recv_busy[d]) {
     if (!m->waiting[q]) {
       m->waiting[q] = 1;
@@ -239,7 +258,9 @@ static int try_start(sim_t *m, int q) {
   m->send_busy[q] = 1;
   m->recv_busy[d] = 1;
   const double bytes = (double)(st->count * m->es);
-  return push(m, EV_XFER_END, m->now + m->cfg->cost.alpha + bytes * m->cfg->cost.beta, g);
+  const mpiar__cost_params_t *c = &m->cfg->cost;
+  const double t = inter ? c->alpha_inter + bytes * c->beta_inter : c->alpha + bytes * c->beta;
+  return push(m, EV_XFER_END, m->now + t, g);
 }
 
 static int pair_sizes_ok(sim_t *m, int64_t send, int64_t recv) {
@@ -299,14 +320,16 @@ static int make_ready(sim_t *m, int64_t gid, double t) {
       s->tail = gid;
       s->kind = MPIAR__STEP_SEND;
     }
+    int q, d;
+    ports_of(m, r, st->peer, &q, &d);
     m->pnext[gid] = -1;
-    if (m->port_tail[r] < 0) {
-      m->port_head[r] = gid;
+    if (m->port_tail[q] < 0) {
+      m->port_head[q] = gid;
     } else {
-      m->pnext[m->port_tail[r]] = gid;
+      m->pnext[m->port_tail[q]] = gid;
     }
-    m->port_tail[r] = gid;
-    return try_start(m, r);
+    m->port_tail[q] = gid;
+    return try_start(m, q);
   }
   default: { /* RECV */
     slot_t *s = lookup(m, match_key(m, r, st->peer, st->tag));
@@ -400,9 +423,9 @@ static int complete(sim_t *m, int64_t gid, double t) {
 }
 
 static int xfer_end(sim_t *m, int64_t g) {
-  int q;
-  const mpiar__step_t *st = step_of(m, g, &q);
-  const int d = st->peer;
+  int r, q, d;
+  const mpiar__step_t *st = step_of(m, g, &r);
+  ports_of(m, r, st->peer, &q, &d);
   m->send_busy[q] = 0;
   m->recv_busy[d] = 0;
   m->arrived[g] = 1;
@@ -431,6 +454,42 @@ static int xfer_end(sim_t *m, int64_t g) {
 
 /* ---- setup, inputs and verification ---- */
 
+/* Bytes and messages that cross node links, per node and in all (from the schedules). */
+static int tally_node_links(sim_t *m) {
+  mpiar__sim_result_t *res = m->res;
+  if (m->topo == NULL) {
+    return MPIAR_SUCCESS;
+  }
+  const int nn = m->topo->nnodes;
+  size_t *sent = calloc(2 * (size_t)nn, sizeof *sent), *recvd = sent + nn;
+  if (sent == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "node link tally of %d nodes", nn);
+  }
+  for (int r = 0; r < m->p; r++) {
+    const mpiar__schedule_t *s = &m->sched[r];
+    for (size_t i = 0; i < s->nsteps; i++) {
+      const mpiar__step_t *st = &s->steps[i];
+      const int a = m->topo->node_of[r];
+      if (st->kind != MPIAR__STEP_SEND || a == m->topo->node_of[st->peer]) {
+        continue;
+      }
+      const size_t bytes = st->count * m->es;
+      sent[a] += bytes;
+      recvd[m->topo->node_of[st->peer]] += bytes;
+      res->inter_messages++;
+      res->inter_bytes_total += bytes;
+    }
+  }
+  for (int i = 0; i < nn; i++) {
+    res->node_bytes_sent_max =
+        sent[i] > res->node_bytes_sent_max ? sent[i] : res->node_bytes_sent_max;
+    res->node_bytes_received_max =
+        recvd[i] > res->node_bytes_received_max ? recvd[i] : res->node_bytes_received_max;
+  }
+  free(sent);
+  return MPIAR_SUCCESS;
+}
+
 int mpiar__sim_build(const mpiar__sim_config_t *cfg, int rank, mpiar__schedule_t *s) {
   const size_t es = mpiar_dtype_size(cfg->dtype);
   const int bcast = cfg->collective == MPIAR__SIM_BCAST;
@@ -439,6 +498,7 @@ int mpiar__sim_build(const mpiar__sim_config_t *cfg, int rank, mpiar__schedule_t
   if (bcast) {
     s->root = cfg->root;
   }
+  s->topo = cfg->topology;
   int rc = cfg->algorithm->build(s);
   if (rc == MPIAR_SUCCESS) {
     rc = mpiar__schedule_finalize(s);
@@ -766,6 +826,12 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
        !mpiar_op_supported(cfg->dtype, cfg->op))) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid simulation parameters");
   }
+  if (cfg->topology != NULL && cfg->topology->nranks != cfg->nranks) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "a topology of %d ranks for %d ranks",
+                        cfg->topology->nranks, cfg->nranks);
+  }
+  m->topo = cfg->topology;
+  m->nports = m->p + (m->topo != NULL ? m->topo->nnodes : 0);
   if (cfg->data) {
     MPIAR__CHECK(mpiar__kernels_init());
   }
@@ -803,6 +869,7 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
       goto cleanup;
     }
   }
+  MPIAR__CHECK(tally_node_links(m));
   m->nsteps = m->base[p];
   const size_t N = (size_t)m->nsteps + 1;
   m->rank_of = malloc(N * sizeof *m->rank_of);
@@ -811,14 +878,15 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   m->mnext = malloc(N * sizeof *m->mnext);
   m->pnext = malloc(N * sizeof *m->pnext);
   m->arrived = calloc(N, 1);
-  m->port_head = malloc((size_t)p * sizeof *m->port_head);
-  m->port_tail = malloc((size_t)p * sizeof *m->port_tail);
-  m->send_busy = calloc((size_t)p, 1);
-  m->recv_busy = calloc((size_t)p, 1);
-  m->waiting = calloc((size_t)p, 1);
-  m->wait_next = malloc((size_t)p * sizeof *m->wait_next);
-  m->wait_head = malloc((size_t)p * sizeof *m->wait_head);
-  m->wait_tail = malloc((size_t)p * sizeof *m->wait_tail);
+  const size_t np = (size_t)m->nports;
+  m->port_head = malloc(np * sizeof *m->port_head);
+  m->port_tail = malloc(np * sizeof *m->port_tail);
+  m->send_busy = calloc(np, 1);
+  m->recv_busy = calloc(np, 1);
+  m->waiting = calloc(np, 1);
+  m->wait_next = malloc(np * sizeof *m->wait_next);
+  m->wait_head = malloc(np * sizeof *m->wait_head);
+  m->wait_tail = malloc(np * sizeof *m->wait_tail);
   m->compute_free = calloc((size_t)p, sizeof *m->compute_free);
   size_t cap = 64;
   while (cap < 2 * res->messages + 16) {
@@ -834,9 +902,11 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   if (cfg->data && setup_data(m) != 0) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation buffers for %d ranks x %zu elements", p, cfg->count);
   }
+  for (int q = 0; q < m->nports; q++) {
+    m->port_head[q] = m->port_tail[q] = -1;
+    m->wait_head[q] = m->wait_tail[q] = -1;
+  }
   for (int r = 0; r < p; r++) {
-    m->port_head[r] = m->port_tail[r] = -1;
-    m->wait_head[r] = m->wait_tail[r] = -1;
     for (int64_t g = m->base[r]; g < m->base[r + 1]; g++) {
       m->rank_of[g] = r;
       m->remaining[g] = m->sched[r].steps[g - m->base[r]].ndeps;

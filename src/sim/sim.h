@@ -6,7 +6,11 @@
  *
  * Cost model: a message occupies the sender's send port and the receiver's receive port (one of
  * each per rank, full duplex) for alpha + bytes * beta, starting when the SEND is ready and both
- * ports are free (sends leave a rank in the order they became ready). A RECV completes when its
+ * ports are free (sends leave a rank in the order they became ready). With a topology of more
+ * than one node (two levels), a message between nodes occupies instead its node's one inter-node
+ * send port and the destination node's one receive port, shared by all ranks of those nodes, for
+ * alpha_inter + bytes * beta_inter (sends leave a node in the order they became ready); messages
+ * inside a node keep the ranks' ports, alpha and beta. A RECV completes when its
  * message has arrived and the RECV is posted. REDUCE and COPY run one at a time per rank for
  * bytes * gamma. A step is ready when its dependencies are complete. Data follows the same order:
  * a send carries its buffer as it was when the send became ready.
@@ -54,16 +58,22 @@ typedef struct mpiar__sim_config {
    */
   const void *const *inputs;
   const void *expect;
+  /*
+   * Node structure (NULL: one level). Owned by the caller; nranks must equal topology->nranks.
+   * The schedules are built with it (s->topo), so hierarchical builders use it.
+   */
+  const mpiar__topology_t *topology;
 } mpiar__sim_config_t;
 
 /*
  * Defaults: allreduce, float32 sum, data and hazard checks on, alpha 2 us, 10 GB/s, 20 GB/s,
- * generated inputs checked against the serial sum within a tolerance.
+ * generated inputs checked against the serial sum within a tolerance, no topology (the
+ * inter-node link, used once a topology is set, is the same as the intra-node one).
  */
 #define MPIAR__SIM_CONFIG_INIT                                                        \
   {                                                                                   \
     NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
-        {2e-6, 1e-10, 5e-11}, NULL, NULL                                              \
+        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL                           \
   }
 
 typedef struct mpiar__sim_result {
@@ -78,7 +88,12 @@ typedef struct mpiar__sim_result {
   size_t scratch_bytes_max;
   size_t steps;        /* all ranks */
   int hazards_checked; /* 1 if the hazard check ran */
-  double max_error;    /* floats: largest error relative to the tolerance scale */
+  /* With a topology: traffic across node links (0 without one). */
+  size_t inter_messages;          /* messages between nodes, all ranks */
+  size_t inter_bytes_total;       /* bytes sent between nodes, all ranks */
+  size_t node_bytes_sent_max;     /* the most bytes one node sends to other nodes */
+  size_t node_bytes_received_max; /* the most bytes one node receives from other nodes */
+  double max_error;               /* floats: largest error relative to the tolerance scale */
 } mpiar__sim_result_t;
 
 /*

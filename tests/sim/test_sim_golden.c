@@ -14,27 +14,57 @@ typedef struct gcase {
   const char *algorithm;
   int bcast, nranks, rank, in_place, root;
   size_t count, segment;
+  int nodes, ppn, placement; /* a regular topology when nodes > 0 (nranks = nodes x ppn) */
 } gcase_t;
 
 static const gcase_t cases[] = {
-    {"ring_p4_n10_r1.txt", "ring", 0, 4, 1, 0, 0, 10, 0},
-    {"ring_p3_n12_seg2_inplace_r0.txt", "ring", 0, 3, 0, 1, 0, 12, 2},
-    {"rabenseifner_p4_n8_r2.txt", "rabenseifner", 0, 4, 2, 0, 0, 8, 0},
-    {"rabenseifner_p3_n6_inplace_r0.txt", "rabenseifner", 0, 3, 0, 1, 0, 6, 0},
-    {"rabenseifner_p3_n6_inplace_r1.txt", "rabenseifner", 0, 3, 1, 1, 0, 6, 0},
-    {"rabenseifner_fold_p3_n6_r1.txt", "rabenseifner_fold", 0, 3, 1, 0, 0, 6, 0},
-    {"recursive_doubling_p3_n5_r0.txt", "recursive_doubling", 0, 3, 0, 0, 0, 5, 0},
-    {"recursive_doubling_p3_n5_inplace_r1.txt", "recursive_doubling", 0, 3, 1, 1, 0, 5, 0},
-    {"repro_direct_p5_n11_r4.txt", "repro_direct", 0, 5, 4, 0, 0, 11, 0},
-    {"repro_direct_p3_n9_seg2_inplace_r1.txt", "repro_direct", 0, 3, 1, 1, 0, 9, 2},
-    {"repro_rabenseifner_p6_n12_r1.txt", "repro_rabenseifner", 0, 6, 1, 0, 0, 12, 0},
-    {"repro_rabenseifner_p6_n12_inplace_r4.txt", "repro_rabenseifner", 0, 6, 4, 1, 0, 12, 0},
-    {"bcast_binomial_p6_root2_r3.txt", "binomial", 1, 6, 3, 1, 2, 7, 0},
-    {"bcast_scatter_allgather_p5_root1_r2.txt", "scatter_allgather", 1, 5, 2, 1, 1, 11, 0},
+    {"ring_p4_n10_r1.txt", "ring", 0, 4, 1, 0, 0, 10, 0, 0, 0, 0},
+    {"ring_p3_n12_seg2_inplace_r0.txt", "ring", 0, 3, 0, 1, 0, 12, 2, 0, 0, 0},
+    {"rabenseifner_p4_n8_r2.txt", "rabenseifner", 0, 4, 2, 0, 0, 8, 0, 0, 0, 0},
+    {"rabenseifner_p3_n6_inplace_r0.txt", "rabenseifner", 0, 3, 0, 1, 0, 6, 0, 0, 0, 0},
+    {"rabenseifner_p3_n6_inplace_r1.txt", "rabenseifner", 0, 3, 1, 1, 0, 6, 0, 0, 0, 0},
+    {"rabenseifner_fold_p3_n6_r1.txt", "rabenseifner_fold", 0, 3, 1, 0, 0, 6, 0, 0, 0, 0},
+    {"recursive_doubling_p3_n5_r0.txt", "recursive_doubling", 0, 3, 0, 0, 0, 5, 0, 0, 0, 0},
+    {"recursive_doubling_p3_n5_inplace_r1.txt", "recursive_doubling", 0, 3, 1, 1, 0, 5, 0, 0, 0, 0},
+    {"repro_direct_p5_n11_r4.txt", "repro_direct", 0, 5, 4, 0, 0, 11, 0, 0, 0, 0},
+    {"repro_direct_p3_n9_seg2_inplace_r1.txt", "repro_direct", 0, 3, 1, 1, 0, 9, 2, 0, 0, 0},
+    {"repro_rabenseifner_p6_n12_r1.txt", "repro_rabenseifner", 0, 6, 1, 0, 0, 12, 0, 0, 0, 0},
+    {"repro_rabenseifner_p6_n12_inplace_r4.txt", "repro_rabenseifner", 0, 6, 4, 1, 0, 12, 0, 0, 0,
+     0},
+    {"bcast_binomial_p6_root2_r3.txt", "binomial", 1, 6, 3, 1, 2, 7, 0, 0, 0, 0},
+    {"bcast_scatter_allgather_p5_root1_r2.txt", "scatter_allgather", 1, 5, 2, 1, 1, 11, 0, 0, 0, 0},
+    {"hier_ring_2x2rr_n8_r1.txt", "hier_ring", 0, 4, 1, 0, 0, 8, 0, 2, 2, 1},
+    {"hier_ring_3x2_n12_inplace_r3.txt", "hier_ring", 0, 6, 3, 1, 0, 12, 0, 3, 2, 0},
+    {"hier_rabenseifner_3x2_n12_r2.txt", "hier_rabenseifner", 0, 6, 2, 0, 0, 12, 0, 3, 2, 0},
+    {"hier_recursive_doubling_3x3_n5_r3.txt", "hier_recursive_doubling", 0, 9, 3, 0, 0, 5, 0, 3, 3,
+     0},
 };
 
+/* Print one rank's schedule; @return the text (malloc'd) or NULL. */
+static char *print_schedule(const mpiar__sim_config_t *cfg, int rank) {
+  mpiar__schedule_t s;
+  if (cfg->algorithm == NULL || mpiar__sim_build(cfg, rank, &s) != MPIAR_SUCCESS) {
+    return NULL;
+  }
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f != NULL) {
+    mpiar__schedule_print(&s, f);
+    fclose(f);
+  }
+  mpiar__schedule_destroy(&s);
+  return text;
+}
+
 static char *render(const gcase_t *c) {
+  mpiar__topology_t topo;
+  if (c->nodes > 0 && mpiar__topology_regular(&topo, c->nodes, c->ppn,
+                                              (mpiar__placement_t)c->placement) != MPIAR_SUCCESS) {
+    return NULL;
+  }
   mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.topology = c->nodes > 0 ? &topo : NULL;
   cfg.algorithm = c->bcast ? mpiar__bcast_algorithm_find(c->algorithm)
                            : mpiar__algorithm_find_any(c->algorithm);
   cfg.collective = c->bcast ? MPIAR__SIM_BCAST : MPIAR__SIM_ALLREDUCE;
@@ -43,20 +73,10 @@ static char *render(const gcase_t *c) {
   cfg.in_place = c->in_place;
   cfg.root = c->root;
   cfg.segment_elems = c->segment;
-  mpiar__schedule_t s;
-  if (cfg.algorithm == NULL || mpiar__sim_build(&cfg, c->rank, &s) != MPIAR_SUCCESS) {
-    return NULL;
+  char *text = print_schedule(&cfg, c->rank);
+  if (c->nodes > 0) {
+    mpiar__topology_destroy(&topo);
   }
-  char *text = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&text, &len);
-  if (f == NULL) {
-    mpiar__schedule_destroy(&s);
-    return NULL;
-  }
-  mpiar__schedule_print(&s, f);
-  fclose(f);
-  mpiar__schedule_destroy(&s);
   return text;
 }
 

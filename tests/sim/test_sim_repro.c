@@ -404,7 +404,7 @@ static void mapped(void) {
 
 /* ---- cost: bytes sent and closed forms ---- */
 
-static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11};
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
 
 static mpiar__sim_result_t timing(const mpiar__algorithm_t *alg, int p, size_t count, size_t seg,
                                   int in_place) {
@@ -427,7 +427,7 @@ static mpiar__sim_result_t timing(const mpiar__algorithm_t *alg, int p, size_t c
 static void expect_closed_form(const mpiar__algorithm_t *alg, int p, size_t count, size_t seg,
                                int in_place) {
   const mpiar__sim_result_t r = timing(alg, p, count, seg, in_place);
-  const double f = alg->cost(p, count * 4, 4, seg * 4, &model);
+  const double f = alg->cost(p, count * 4, 4, seg * 4, &model, NULL);
   EXPECT(fabs(r.time_s - f) <= 1e-9 * f,
          "%s p=%d count=%zu seg=%zu: sim %.12g s, closed form %.12g s", alg->name, p, count, seg,
          r.time_s, f);
