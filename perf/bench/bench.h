@@ -146,6 +146,7 @@ typedef struct bench_row {
   size_t auto_segment;
   const char *auto_source; /* where that choice came from ("tuning table", "model ...") */
   int best_alg;            /* the fastest column that is neither auto nor mpi, or -1 */
+  int best_candidate[BENCH_MAX_ALGS]; /* 1: a distinct schedule that counts for the best */
   double best_time;        /* its median, seconds */
   bench_stat_t alg[BENCH_MAX_ALGS];
 } bench_row_t;

@@ -440,6 +440,7 @@ typedef struct bench_state {
   FILE *csv;
   long total_failures;
   int messages;
+  int flat; /* one node, or one rank per node: hierarchical columns are flat ones */
   progress_t pg;
 } bench_state_t;
 
@@ -680,6 +681,10 @@ static void run_size(bench_state_t *st, int k) {
   row->best_time = NAN;
   for (int a = 0; a < o->nalgs; a++) {
     int copy = 0;
+    const mpiar__algorithm_t *alg = mpiar__algorithm_find(o->alg_base[a]);
+    if (alg != NULL && (alg->flags & MPIAR__ALG_HIERARCHICAL) && st->flat) {
+      copy = 1; /* on one node (or one rank per node) it builds its flat equivalent */
+    }
     if (o->alg_segment[a] != 0) {
       size_t eff = effective_segment(o->alg_segment[a], row->count, st->esize, st->p);
       for (int q = 0; q < a && !copy; q++) {
@@ -688,8 +693,8 @@ static void run_size(bench_state_t *st, int k) {
                effective_segment(o->alg_segment[q], row->count, st->esize, st->p) == eff;
       }
     }
-    if (!copy && a != st->run.auto_index && a != st->run.mpi_index &&
-        (row->best_alg < 0 || row->alg[a].median < row->best_time)) {
+    row->best_candidate[a] = !copy && a != st->run.auto_index && a != st->run.mpi_index;
+    if (row->best_candidate[a] && (row->best_alg < 0 || row->alg[a].median < row->best_time)) {
       row->best_alg = a;
       row->best_time = row->alg[a].median;
     }
@@ -787,6 +792,10 @@ static int setup(bench_state_t *st) {
     fprintf(stderr, "mpiar-bench: MPI has no predefined %s datatype: the mpi column is left out\n",
             mpiar_dtype_name(o->dtype));
   }
+  int local = local_ranks(st->comm), lmin = local, lmax = local;
+  MPI_Allreduce(&local, &lmin, 1, MPI_INT, MPI_MIN, st->comm);
+  MPI_Allreduce(&local, &lmax, 1, MPI_INT, MPI_MAX, st->comm);
+  st->flat = lmin == st->p || lmax == 1;
   int rc = plan_sweep(st);
   if (!all_ok(rc == MPIAR_SUCCESS, st->comm)) {
     fprintf(stderr, "mpiar-bench: rank %d: planning the sweep: %s: %s\n", st->rank,

@@ -181,7 +181,10 @@ static int default_algorithms(bench_opts_t *o, const size_t *segs, int nsegs, ch
   for (int i = 0; i < n; i++) {
     const char *name = mpiar_algorithm_name(i);
     const mpiar__algorithm_t *a = mpiar__algorithm_find(name);
-    int ncol = 1 + ((a->flags & MPIAR__ALG_SEGMENTED) ? nsegs : 0);
+    /* Segment columns for the flat segmented algorithms; a hierarchical one is its flat
+     * equivalent on one node, so its segments are asked for by name (-a hier_ring/seg=1M). */
+    int segmented = (a->flags & MPIAR__ALG_SEGMENTED) && !(a->flags & MPIAR__ALG_HIERARCHICAL);
+    int ncol = 1 + (segmented ? nsegs : 0);
     if (o->nalgs + ncol + 2 > BENCH_MAX_ALGS) {
       snprintf(err, errlen,
                "the registry and its segments make more than the %d columns this build compares "
@@ -266,7 +269,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            "%s\n"
            "(auto: mpiar's own choice, mpi: MPI_Allreduce), and NAME/seg=SIZE\n"
            "for a segmented one with a fixed segment (ring/seg=1M); default\n"
-           "all of them, the segmented ones also with each --segments size\n"
+           "all of them, the flat segmented ones also with each --segments size\n"
            "(mpi is left out for float16 and bfloat16, which MPI lacks).\n"
            "For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.",
            names);

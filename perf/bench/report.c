@@ -574,6 +574,15 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     } else {
       fputs("null", f);
     }
+    /* The columns the best is taken over: distinct schedules (not copies of another column). */
+    fprintf(f, ", \"best_of\": [");
+    for (int a = 0, n = 0; a < o->nalgs; a++) {
+      if (row->best_candidate[a]) {
+        fprintf(f, "%s", n++ ? ", " : "");
+        json_str(f, o->algs[a]);
+      }
+    }
+    fputc(']', f);
     fprintf(f, ",\n     \"algorithms\": {");
     for (int a = 0; a < o->nalgs; a++) {
       bench_figures_t fig;

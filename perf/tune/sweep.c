@@ -28,10 +28,16 @@ static void size_suffix(size_t b, char *buf, size_t len) {
   }
 }
 
-static void make_candidates(const tune_opts_t *o, tune_sweep_t *s) {
+static void make_candidates(const tune_opts_t *o, const tune_env_t *env, tune_sweep_t *s) {
   s->ncand = 0;
+  /* As the selector: hierarchical algorithms only where the communicator is (several nodes,
+   * some with several ranks); elsewhere they build their flat equivalents. */
+  const int hierarchical = env->nodes > 1 && env->largest > 1;
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *a = &mpiar__algorithms[i];
+    if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
+      continue;
+    }
     int nseg = (a->flags & MPIAR__ALG_SEGMENTED) ? o->nsegments : 0;
     for (int k = -1; k < nseg && s->ncand < TUNE_MAX_CANDIDATES; k++) {
       tune_candidate_t *c = &s->cand[s->ncand++];
@@ -236,7 +242,7 @@ int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype,
   s->dtype = dtype;
   const size_t es = mpiar_dtype_size(dtype);
   s->nsizes = tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, es, s->sizes, TUNE_MAX_SIZES);
-  make_candidates(o, s);
+  make_candidates(o, env, s);
   size_t maxb = s->sizes[s->nsizes - 1];
   int max_iters = 1;
   for (int k = 0; k < s->nsizes; k++) {

@@ -163,11 +163,17 @@ def main():
         # Regret: every column's median over the best column's, which is an algorithm or a
         # segment column (never auto or mpi) no slower than any unsegmented algorithm.
         best = res["best"]
-        if check(best in group and best not in ("auto", "mpi"), "JSON %d: best %s" % (size, best)):
+        best_of = res["best_of"]
+        check(best in best_of and "auto" not in best_of and "mpi" not in best_of,
+              "JSON %d: best %s of %s" % (size, best, best_of))
+        check(all(a in best_of for a in algs if a not in ("auto", "mpi") and "/seg=" not in a
+                  and not a.startswith("hier_")), "JSON %d: best_of %s" % (size, best_of))
+        if check(best in group, "JSON %d: best %s" % (size, best)):
             tb = float(group[best]["time_us_median"])
+            for a in best_of:
+                check(tb <= float(group[a]["time_us_median"]), "JSON %d: %s beats the best" %
+                      (size, a))
             for a, g in group.items():
-                if a not in ("auto", "mpi") and "/seg=" not in a:
-                    check(tb <= float(g["time_us_median"]), "JSON %d: %s beats the best" % (size, a))
                 check(close(float(g["regret_vs_best"]), float(g["time_us_median"]) / tb - 1, 1e-6),
                       "CSV %d %s: regret" % (size, a))
                 check(close(res["algorithms"][a]["regret_vs_best"],
