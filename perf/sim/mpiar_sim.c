@@ -27,6 +27,7 @@ typedef struct opts {
   mpiar_dtype_t dtype;
   mpiar_op_t op;
   int in_place, data, print, sweep, json, reproducible;
+  int every_rank; /* --every-rank: no quotient simulation */
   long root, print_rank;
   size_t sizes[32];
   int nsizes;
@@ -221,6 +222,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.topology = o->have_topo ? &o->topo : NULL;
   cfg.seed = (uint64_t)o->seed;
   cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
+  /* Timing only: one representative per class of a symmetry, where the schedules have one. */
+  cfg.quotient = !cfg.data && !o->every_rank;
   if (o->print) {
     mpiar__schedule_t s;
     int rc = mpiar__sim_build(&cfg, (int)o->print_rank, &s);
@@ -261,6 +264,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_reduced_max, res.scratch_bytes_max, res.steps, cfg.data ? "true" : "false",
            res.hazards_checked ? "true" : "false", res.ok ? "true" : "false");
     json_string(res.ok ? "" : res.error);
+    printf(", \"ranks_simulated\": %d, \"symmetry\": ", res.reps);
+    json_string(res.symmetry);
     if (o->have_topo) {
       printf(", \"nodes\": %d, \"max_node_size\": %d, \"alpha_inter\": %.17g, "
              "\"beta_inter\": %.17g, \"inter_messages\": %zu, \"inter_bytes_total\": %zu, "
@@ -298,6 +303,9 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
              "in all\n",
              res.node_bytes_sent_max, res.node_bytes_received_max, res.inter_messages,
              res.inter_bytes_total);
+    }
+    if (res.reps < p) {
+      printf("simulated      %d of %d ranks (%s)\n", res.reps, p, res.symmetry);
     }
     printf("checks         %s%s%s\n", res.ok ? "ok" : "FAILED",
            cfg.data ? " (data" : " (matching only", res.hazards_checked ? ", hazards)" : ")");
@@ -340,11 +348,11 @@ static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, 
   if (seg && m < 2) {
     return NAN; /* one segment would hold the block: same as unsegmented */
   }
-  const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
-  if (steps > SWEEP_MAX_STEPS) {
-    return NAN;
-  }
   mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  /* Timing only, one representative per class of a symmetry where there is one; a run that
+   * would still simulate more than SWEEP_MAX_STEPS steps is skipped. */
+  cfg.quotient = !o->every_rank;
+  cfg.max_steps = SWEEP_MAX_STEPS;
   cfg.algorithm = alg;
   cfg.nranks = p;
   cfg.count = bytes / es;
@@ -356,7 +364,11 @@ static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, 
   cfg.data = 0;
   cfg.check_hazards = 0;
   mpiar__sim_result_t res;
-  if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+  const int rc = mpiar__sim_run(&cfg, &res);
+  if (rc == MPIAR_ERR_UNSUPPORTED) {
+    return NAN; /* too many steps to simulate: not run */
+  }
+  if (rc != MPIAR_SUCCESS || !res.ok) {
     fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
             res.ok ? mpiar_last_error() : res.error);
     (*failures)++;
@@ -905,6 +917,11 @@ int main(int argc, char **argv) {
        .dest = &o.data,
        .off = 1,
        .help = "matching and timing only"},
+      {.long_name = "every-rank",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.every_rank,
+       .help = "timing runs simulate every rank (default: one representative\n"
+               "per class of a symmetry of the schedules, where there is one)"},
       {.long_name = "seed",
        .kind = TOOL_ARG_INT,
        .dest = &o.seed,
