@@ -14,6 +14,8 @@
 #include "algorithms/algorithms.h"
 #include "common/tool.h"
 #include "sim/sim.h"
+#include "train_cli.h"
+#include "tuning/tuning.h"
 
 typedef struct opts {
   const char *algorithm;
@@ -40,6 +42,10 @@ typedef struct opts {
   int have_nodes, have_ppn, have_alpha_inter, have_beta_inter, rank_given;
   mpiar__topology_t topo;
   int have_topo;
+  /* --train: the training-step predictor (train_cli.h). */
+  train_cli_t train;
+  int have_train_opts; /* an option that only --train takes was given */
+  int no_overlap;
 } opts_t;
 
 #define MAX_NODE_LIST 4096
@@ -758,6 +764,56 @@ static int dispatch(opts_t *o, const tool_spec_t *spec) {
   return run_one(o, alg);
 }
 
+/* --train: check what the predictor cannot take, fill in its defaults, print the table. */
+static int run_train(opts_t *o, const tool_spec_t *spec) {
+  if (o->sweep || o->print || o->have_bytes || o->nranks_list > 0 || o->have_nodes ||
+      o->nnode_sizes > 0 || o->nmap > 0 || o->bcast || o->reproducible) {
+    return tool_usage_error(spec, "--train takes --node-counts and --ppn for the ranks; drop "
+                                  "--sweep, --print-schedule, --bytes, --ranks, --nodes, "
+                                  "--node-sizes, --map, --collective and --reproducible");
+  }
+  train_cli_t *t = &o->train;
+  if (o->algorithm != NULL && (t->algorithm = mpiar__algorithm_find(o->algorithm)) == NULL) {
+    return tool_usage_error(spec, "--algorithm: '%s' is not a registry algorithm", o->algorithm);
+  }
+  if (t->nps > 0 && t->algorithm != NULL) {
+    return tool_usage_error(spec, "--ps-servers compares with the model's choice: drop "
+                                  "--algorithm");
+  }
+  if (t->links.n > 0 && o->have_beta_inter) {
+    return tool_usage_error(spec, "--link-gbps and --beta-inter both set the link");
+  }
+  if (t->tuning_file != NULL && !mpiar__tuning_supported()) {
+    return tool_usage_error(spec, "--tuning-file: this build reads no tuning file (no "
+                                  "libjansson)");
+  }
+  if (t->nnodes == 0) {
+    for (long n = 1; n <= 1024; n *= 2) {
+      t->node_counts[t->nnodes++] = n;
+    }
+  }
+  if (t->nfusion == 0) {
+    t->fusion[t->nfusion++] = (size_t)64 << 20;
+  }
+  if (t->flops.n == 0) {
+    t->flops.v[t->flops.n++] = 1.0;
+  }
+  if (t->links.n == 0 && !o->have_beta_inter) {
+    t->links.v[t->links.n++] = 25.0;
+  }
+  t->ppn = o->have_ppn ? (int)o->ppn : 1;
+  t->overlap = !o->no_overlap;
+  t->cost = o->cost;
+  if (!o->have_alpha_inter) {
+    t->cost.alpha_inter = o->cost.alpha;
+  }
+  t->have_alpha_inter = o->have_alpha_inter;
+  t->have_beta_inter = o->have_beta_inter;
+  t->segment_bytes = o->segment_bytes;
+  t->json = o->json;
+  return train_run(t, spec);
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -769,6 +825,8 @@ int main(int argc, char **argv) {
   o.data = -1;
   o.print_rank = -1;
   o.seed = 1;
+  o.train.batch = 32;
+  o.train.backward_factor = 2;
   char algs[512];
   algorithm_names(algs, sizeof algs);
   const tool_arg_t args[] = {
@@ -958,6 +1016,90 @@ int main(int argc, char **argv) {
        .kind = TOOL_ARG_FLAG,
        .dest = &o.json,
        .help = "print JSON instead of text"},
+      {.long_name = "train",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.train.model,
+       .metavar = "MODEL",
+       .help = "predict a data-parallel training step of MODEL (vgg16,\n"
+               "resnet50, or a model file) on --node-counts nodes of --ppn\n"
+               "ranks; --algorithm forces one, else the cost model chooses"},
+      {.long_name = "node-counts",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.train.node_counts,
+       .nitems = &o.train.nnodes,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 1,
+       .hi = 1 << 16,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: node counts (default 1,2,4,...,1024)"},
+      {.long_name = "batch",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.train.batch,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 1e9,
+       .given = &o.have_train_opts,
+       .metavar = "B",
+       .help = "--train: samples per rank (default 32)"},
+      {.long_name = "node-tflops",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.train.flops,
+       .parse = train_parse_doubles,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: FLOP rate of a node in TFLOP/s, shared by its\n"
+               "ranks (default 1)"},
+      {.long_name = "link-gbps",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.train.links,
+       .parse = train_parse_doubles,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: node link bit rates, Gb/s: beta between nodes is\n"
+               "8 / rate (default 25, or --beta-inter)"},
+      {.long_name = "fusion",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o.train.fusion,
+       .nitems = &o.train.nfusion,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: fusion buffer sizes (0: a message per tensor;\n"
+               "default 64M)"},
+      {.long_name = "ps-servers",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.train.ps,
+       .nitems = &o.train.nps,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 1,
+       .hi = 1 << 16,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: also a parameter server of each of these server\n"
+               "counts, beside the allreduce"},
+      {.long_name = "backward-factor",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.train.backward_factor,
+       .dlo = 0,
+       .dhi = 100,
+       .given = &o.have_train_opts,
+       .metavar = "X",
+       .help = "--train: backward FLOPs per forward FLOP (default 2)"},
+      {.long_name = "no-overlap",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.no_overlap,
+       .given = &o.have_train_opts,
+       .help = "--train: communication starts after the backward pass"},
+      {.long_name = "tuning-file",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.train.tuning_file,
+       .given = &o.have_train_opts,
+       .metavar = "FILE",
+       .help = "--train: alpha, beta, gamma (float32) and the inter-node\n"
+               "terms fitted by mpiar-tune, instead of --alpha/--beta/--gamma"},
       {.long_name = "reproducible",
        .kind = TOOL_ARG_FLAG,
        .dest = &o.reproducible,
@@ -969,13 +1111,19 @@ int main(int argc, char **argv) {
                "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
                "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
                "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
-               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]",
+               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]\n"
+               "       mpiar-sim --train MODEL [--node-counts LIST] [--ppn K] [--batch B]\n"
+               "                 [--node-tflops LIST] [--link-gbps LIST] [--fusion LIST]\n"
+               "                 [--ps-servers LIST] [options]",
       .about = "Runs one collective's schedules for P ranks in the simulator (no MPI) and prints\n"
                "the modelled time, bandwidths and traffic; prints a rank's schedule; or sweeps a\n"
                "grid of rank counts and sizes and names the fastest algorithm for each. With a\n"
                "topology (--nodes and --ppn, --node-sizes, or --map) the model has two levels:\n"
                "without --algorithm it prints every algorithm's time per size on it, the winner\n"
-               "and each one's traffic on the node links.",
+               "and each one's traffic on the node links. With --train it predicts one\n"
+               "data-parallel training step per configuration (perf/sim/train.h): step time,\n"
+               "communication not hidden by the backward pass, and scaling efficiency against\n"
+               "one node.",
       .epilogue = "A simulation whose checks fail (deadlock, unmatched message, hazard, wrong\n"
                   "result) prints them and ends with exit code 1.",
       .args = args,
@@ -993,6 +1141,14 @@ int main(int argc, char **argv) {
   if (o.segment_bytes % es != 0) {
     return tool_usage_error(&spec, "--segment must be a multiple of the element size (%s)",
                             mpiar_dtype_name(o.dtype));
+  }
+  if (o.train.model != NULL) {
+    return run_train(&o, &spec);
+  }
+  if (o.have_train_opts) {
+    return tool_usage_error(&spec, "--node-counts, --batch, --node-tflops, --link-gbps, --fusion, "
+                                   "--ps-servers, --backward-factor, --no-overlap and "
+                                   "--tuning-file go with --train");
   }
   int tex = build_topology(&o, &spec);
   if (tex >= 0) {

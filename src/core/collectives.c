@@ -130,23 +130,6 @@ static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
   return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
 }
 
-/*
- * The segment in elements a plan uses: at least MPIAR__SEGMENT_MIN bytes, and large enough that a
- * ring block (count / p elements) has at most MPIAR__SEGMENTS_MAX segments, so a plan's size stays
- * bounded whatever is asked.
- */
-size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
-  if (seg_bytes == 0) {
-    return 0;
-  }
-  if (seg_bytes < MPIAR__SEGMENT_MIN) {
-    seg_bytes = MPIAR__SEGMENT_MIN;
-  }
-  size_t seg = (seg_bytes + es - 1) / es;
-  size_t block = (count + (size_t)nranks - 1) / (size_t)nranks;
-  size_t floor = (block + MPIAR__SEGMENTS_MAX - 1) / MPIAR__SEGMENTS_MAX;
-  return seg > floor ? seg : floor;
-}
 
 /*
  * The registry index of an algorithm, for the argument check: allreduce and broadcast entries by

@@ -402,14 +402,6 @@ void mpiar__scan(mpiar__context_t *ctx);
 
 /* ---- collectives.c ---- */
 
-/*
- * The segment in elements a plan uses for @p seg_bytes (0: none): at least MPIAR__SEGMENT_MIN
- * bytes, and large enough that a ring block (count / p elements) has at most
- * MPIAR__SEGMENTS_MAX segments, so a plan's size stays bounded whatever is asked.
- */
-#define MPIAR__SEGMENTS_MAX 1024
-size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks);
-
 /* An allreduce of the library's own on a context (its context creation), with a deadline. */
 int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
                               mpiar_op_t op, long timeout_ms);
