@@ -116,9 +116,9 @@ static int check_members(const reader_t *r, const char *field, const json_t *obj
 static int member(const reader_t *r, const char *parent, const json_t *obj, const char *key,
                   int required, json_t **v, char *field, size_t fieldlen) {
   if (parent[0] != '\0') {
-    snprintf(field, fieldlen, "%s.%s", parent, key);
+    snprintf(field, fieldlen, "%.80s.%.40s", parent, key);
   } else {
-    snprintf(field, fieldlen, "%s", key);
+    snprintf(field, fieldlen, "%.40s", key);
   }
   *v = json_object_get(obj, key);
   if (*v == NULL && required) {
@@ -188,7 +188,7 @@ static int read_dtype(const reader_t *r, const char *field, const json_t *v, mpi
 
 /* "format" and "version" first, so that a file of another version fails on its version. */
 static int read_header(const reader_t *r, const json_t *root) {
-  char field[64];
+  char field[160];
   json_t *v;
   int rc = member(r, "", root, "format", 1, &v, field, sizeof field);
   if (rc == MPIAR_SUCCESS &&
@@ -212,7 +212,7 @@ static int read_header(const reader_t *r, const json_t *root) {
 
 static int read_fingerprint(const reader_t *r, const json_t *fp) {
   static const char *const known[] = {"mpi_library", "cpu", "kernel_level", NULL};
-  char field[64];
+  char field[160];
   json_t *v;
   mpiar__fingerprint_t *f = &r->out->fingerprint;
   int rc = want_object(r, "fingerprint", fp);
@@ -236,7 +236,7 @@ static int read_fingerprint(const reader_t *r, const json_t *fp) {
 
 static int read_topology(const reader_t *r, const json_t *topo) {
   static const char *const known[] = {"ranks", "nodes", "ranks_per_node", NULL};
-  char field[64];
+  char field[160];
   json_t *v;
   long long ranks = 0, nodes = 0, rpn = 0;
   int rc = want_object(r, "topology", topo);
@@ -275,7 +275,7 @@ static int read_gamma(const reader_t *r, const json_t *g) {
     if (rc != MPIAR_SUCCESS) {
       break;
     }
-    char field[96];
+    char field[160];
     snprintf(field, sizeof field, "model.gamma.%.64s", key);
     mpiar_dtype_t d;
     if (mpiar_dtype_from_name(key, &d) != MPIAR_SUCCESS) {
@@ -294,7 +294,7 @@ static int read_model(const reader_t *r, const json_t *model) {
   static const char *const known[] = {"alpha", "beta", "alpha_inter", "beta_inter", "gamma", NULL};
   static const char *const names[4] = {"alpha", "beta", "alpha_inter", "beta_inter"};
   double *dest[4] = {&r->out->alpha, &r->out->beta, &r->out->alpha_inter, &r->out->beta_inter};
-  char field[64];
+  char field[160];
   json_t *v;
   int rc = want_object(r, "model", model);
   if (rc == MPIAR_SUCCESS) {
@@ -321,7 +321,7 @@ static int read_model(const reader_t *r, const json_t *model) {
 static int read_range(const reader_t *r, const char *parent, const json_t *rg,
                       mpiar__tuning_range_t *out) {
   static const char *const known[] = {"min_bytes", "max_bytes", "algorithm", "segment_bytes", NULL};
-  char field[96];
+  char field[160];
   json_t *v;
   long long lo = 0, hi = 0, seg = 0;
   int rc = want_object(r, parent, rg);
@@ -381,7 +381,7 @@ static void range_text(const mpiar__tuning_range_t *g, char *buf, size_t len) {
 
 static int read_table(const reader_t *r, int index, const json_t *tab) {
   static const char *const known[] = {"dtype", "ranges", NULL};
-  char parent[48], field[96];
+  char parent[48], field[160];
   json_t *v;
   snprintf(parent, sizeof parent, "tables[%d]", index);
   mpiar__tuning_table_t *t = &r->out->tables[index];
@@ -406,14 +406,14 @@ static int read_table(const reader_t *r, int index, const json_t *tab) {
     }
   }
   for (size_t i = 0; rc == MPIAR_SUCCESS && i < json_array_size(v); i++) {
-    char rfield[64];
+    char rfield[96];
     snprintf(rfield, sizeof rfield, "%s.ranges[%zu]", parent, i);
     mpiar__tuning_range_t *g = &t->ranges[i];
     rc = read_range(r, rfield, json_array_get(v, i), g);
     if (rc == MPIAR_SUCCESS && i > 0 &&
         (t->ranges[i - 1].max_bytes == MPIAR__TUNING_UNBOUNDED ||
          g->min_bytes <= t->ranges[i - 1].max_bytes)) {
-      char a[64], b[64];
+      char a[96], b[96];
       range_text(g, a, sizeof a);
       range_text(&t->ranges[i - 1], b, sizeof b);
       rc = bad(r, rfield,
@@ -453,7 +453,7 @@ static int read_document(const reader_t *r, const json_t *root) {
   if (rc == MPIAR_SUCCESS) {
     rc = check_members(r, "(top level)", root, known);
   }
-  char field[64];
+  char field[160];
   json_t *v;
   mpiar__tuning_t *t = r->out;
   if (rc == MPIAR_SUCCESS && !(rc = member(r, "", root, "created", 0, &v, field, sizeof field)) &&
