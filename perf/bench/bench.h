@@ -55,6 +55,7 @@ typedef struct bench_opts {
   size_t max_bytes;                 /* -e */
   size_t factor;                    /* -f: each size is the previous one times this */
   int iters;                        /* -i: repetitions per size; 0 = scaled with size */
+  int min_iters;                    /* --min-iters: the fewest of a scaled size (0: default) */
   int warmup;                       /* -w: untimed repetitions per size; -1 = scaled with size */
   mpiar_dtype_t dtype;              /* -d */
   mpiar_op_t op;                    /* -o */

@@ -1,7 +1,8 @@
 /*
- * mpiar-bench: the sweep. For each size, every algorithm runs once per repetition in turn
- * (A B C ... A B C ...) followed by the plans of the point-to-point limit (limit.c), so that
- * drift on a shared machine (other processes, frequency changes) hits every column alike.
+ * mpiar-bench: the sweep. For each size, every algorithm and every plan of the point-to-point
+ * limit (limit.c) runs once per repetition, in an order shuffled anew for each repetition (the
+ * same on every rank), so that drift on a shared machine (other processes, frequency changes)
+ * hits every column alike and no column gains from its place in the sequence.
  * Each run is timed between a barrier and its own end on every rank; the per-rank times are
  * reduced with MPI_MAX once per size, outside the timed loop, so the reported time is that of
  * the slowest rank.
@@ -354,9 +355,10 @@ static int make_sizes(const bench_opts_t *o, size_t esize, size_t **out) {
 }
 
 static int iters_for(const bench_opts_t *o, size_t bytes) {
+  const int lo = o->min_iters > 0 ? o->min_iters : BENCH_AUTO_ITERS_MIN;
   return o->iters > 0 ? o->iters
-                      : tool_iters_for(bytes, BENCH_AUTO_ITER_BYTES, BENCH_AUTO_ITERS_MIN,
-                                       BENCH_AUTO_ITERS_MAX);
+                      : tool_iters_for(bytes, BENCH_AUTO_ITER_BYTES, lo,
+                                       lo > BENCH_AUTO_ITERS_MAX ? lo : BENCH_AUTO_ITERS_MAX);
 }
 
 static int warmup_for(const bench_opts_t *o, int iters) {
@@ -647,7 +649,7 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
   }
 }
 
-/* Time every slot of row k, interleaved, and reduce the times over the ranks. */
+/* Time every slot of row k, interleaved in shuffled orders, and reduce the times over the ranks. */
 static void run_size(bench_state_t *st, int k) {
   bench_opts_t *o = &st->o;
   bench_row_t *row = &st->run.rows[k];
@@ -659,9 +661,11 @@ static void run_size(bench_state_t *st, int k) {
   }
   const int nslots = o->nalgs + row->nplans;
   long failures[BENCH_MAX_ALGS] = {0};
+  int order[2 * BENCH_MAX_ALGS + 2];
   for (int rep = -row->warmup; rep < row->iters; rep++) {
-    for (int s = 0; s < nslots; s++) {
-      run_slot(st, row, s, rep, failures);
+    tool_shuffle(order, nslots, ((uint64_t)k << 32) + (uint64_t)(rep + row->warmup));
+    for (int i = 0; i < nslots; i++) {
+      run_slot(st, row, order[i], rep, failures);
     }
     progress_show(&st->pg, k, st->nsizes, row->bytes, rep, row->iters, row->warmup);
   }

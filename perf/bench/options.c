@@ -219,9 +219,9 @@ static int default_algorithms(bench_opts_t *o, const size_t *segs, int nsegs, ch
 
 static const char about[] =
     "Times every allreduce algorithm of mpiar, its automatic choice and MPI_Allreduce\n"
-    "side by side over a sweep of message sizes. The algorithms run interleaved\n"
-    "(A B C A B C ...) at each size; each repetition is timed between barriers and its\n"
-    "time is that of the slowest rank.\n"
+    "side by side over a sweep of message sizes. The algorithms run interleaved at each\n"
+    "size, in an order shuffled anew for every repetition (the same on every rank); each\n"
+    "repetition is timed between barriers and its time is that of the slowest rank.\n"
     "\n"
     "The point-to-point limit of a size bounds what any of these schedules can move:\n"
     "each repetition also runs, interleaved with the algorithms, a paired\n"
@@ -251,6 +251,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   o->op = MPIAR_SUM;
   long factor = 2;
   long iters = 0;
+  long min_iters = 0;
   long warmup = -1;
   const char *alg_arg = NULL;
   int min_given = 0;
@@ -306,6 +307,14 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .hi = 100000000L,
        .metavar = "ITERS",
        .help = iters_help},
+      {.long_name = "min-iters",
+       .kind = TOOL_ARG_INT,
+       .dest = &min_iters,
+       .lo = 1,
+       .hi = 100000000L,
+       .metavar = "N",
+       .help = "without -i: at least N repetitions per size (default 10);\n"
+               "more give steadier medians at large sizes"},
       {.short_name = 'w',
        .kind = TOOL_ARG_INT,
        .dest = &warmup,
@@ -386,6 +395,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   }
   o->factor = (size_t)factor;
   o->iters = (int)iters;
+  o->min_iters = (int)min_iters;
   o->warmup = (int)warmup;
 
   /* A single -b or -e alone moves the other bound when needed, as in nccl-tests. */

@@ -18,6 +18,7 @@
 #define MPIAR_TOOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes of every tool. */
@@ -162,6 +163,15 @@ int tool_warmup_for(int iters);
  */
 int tool_size_sweep(size_t min_bytes, size_t max_bytes, size_t factor, size_t esize, size_t *out,
                     int max_sizes);
+
+/*
+ * The order in which one repetition runs the n contenders of a size: a permutation of 0..n-1
+ * drawn from @p seed (the same on every rank, which must run the same collectives in the same
+ * order). A new order per repetition keeps a contender's place in the sequence (what ran just
+ * before it, what its caches hold) from biasing its time: with a fixed order A B C ..., the same
+ * schedule measured in two columns differed by up to 15 % on a loaded machine.
+ */
+void tool_shuffle(int *order, int n, uint64_t seed);
 
 /* The median of v[0..n-1], which is sorted in place; NaN when n == 0. */
 double tool_median(double *v, int n);

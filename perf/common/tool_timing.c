@@ -2,6 +2,7 @@
  * The timing rules the measuring tools share (mpiar-bench, mpiar-tune): how many repetitions a
  * size gets, how many untimed ones come first, the sizes of a sweep, and the median.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,4 +50,22 @@ double tool_median(double *v, int n) {
   }
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void tool_shuffle(int *order, int n, uint64_t seed) {
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  for (int i = 0; i < n; i++) {
+    order[i] = i;
+  }
+  for (int i = n - 1; i > 0; i--) {
+    /* splitmix64 */
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const int j = (int)(z % (uint64_t)(i + 1));
+    const int t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
 }

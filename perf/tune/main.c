@@ -54,10 +54,10 @@ static const char about[] =
     "pairs of ranks inside a node, and pairs of nodes where there are several; gamma per\n"
     "element type from the reduction kernels), printing each fit with its residuals; then\n"
     "it times every algorithm with every candidate segment size over a sweep of sizes\n"
-    "(interleaved, median of the slowest rank, as mpiar-bench times), picks the fastest per\n"
-    "size and writes the size ranges, the fitted parameters, the communicator (ranks,\n"
-    "nodes, ranks per node) and a fingerprint of the machine (MPI library, CPU, kernel\n"
-    "level). The library applies the table on communicators like this one on this machine,\n"
+    "(interleaved in shuffled orders, median of the slowest rank, as mpiar-bench times),\n"
+    "picks the fastest per size and writes the size ranges, the fitted parameters, the\n"
+    "communicator (ranks, nodes, ranks per node) and a fingerprint of the machine (MPI\n"
+    "library, CPU, kernel level). The library applies the table on communicators like this one on this machine,\n"
     "and uses the fitted parameters in its cost model elsewhere.";
 
 static const char epilogue[] =
@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
   o->warmup = -1;
   o->dtypes[0] = MPIAR_FLOAT32;
   o->ndtypes = 1;
-  long factor = 2, iters = 0, warmup = -1;
+  long factor = 2, iters = 0, warmup = -1, min_iters = 0;
   double tie_pct = 1.0;
   int min_given = 0, max_given = 0, factor_given = 0, seg_given = 0;
   const tool_arg_t args[] = {
@@ -120,6 +120,13 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
        .hi = 100000000L,
        .metavar = "ITERS",
        .help = "timed repetitions per size; default: scaled with the size as in\nmpiar-bench"},
+      {.long_name = "min-iters",
+       .kind = TOOL_ARG_INT,
+       .dest = &min_iters,
+       .lo = 1,
+       .hi = 100000000L,
+       .metavar = "N",
+       .help = "without -i: at least N repetitions per size (default 10)"},
       {.short_name = 'w',
        .kind = TOOL_ARG_INT,
        .dest = &warmup,
@@ -195,6 +202,7 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
   }
   o->factor = (size_t)factor;
   o->iters = (int)iters;
+  o->min_iters = (int)min_iters;
   o->warmup = (int)warmup;
   o->tie = tie_pct / 100.0;
   return -1;

@@ -1,10 +1,11 @@
 /*
  * The measured half of tuning: every registry algorithm, and every segmented one with each
  * candidate segment size, at every size of the sweep, timed with the bench's rules: at each size
- * the candidates run interleaved (A B C A B C ...) so that drift on a shared machine hits all of
- * them alike, each repetition is timed from a barrier to its own end on every rank, the times are
- * reduced with MPI_MAX outside the timed loop (the slowest rank), and a candidate's time is the
- * median over repetitions. The winner of a size is the fastest median; where the previous size's
+ * the candidates run interleaved, in an order shuffled anew for every repetition (the same on
+ * every rank), so that drift on a shared machine hits all of them alike and none gains from its
+ * place in the sequence; each repetition is timed from a barrier to its own end on every rank;
+ * the times are reduced with MPI_MAX outside the timed loop (the slowest rank), and a
+ * candidate's time is the median over repetitions. The winner of a size is the fastest median; where the previous size's
  * winner is within the tie margin it is kept, so that noise does not split the table into ranges
  * that change nothing.
  */
@@ -111,7 +112,8 @@ static int iters_for(const tune_opts_t *o, size_t bytes) {
   if (o->quick) {
     return tool_iters_for(bytes, (size_t)8 << 20, 3, 30);
   }
-  return tool_iters_for(bytes, TOOL_ITER_BYTES, TOOL_ITERS_MIN, TOOL_ITERS_MAX);
+  const int lo = o->min_iters > 0 ? o->min_iters : TOOL_ITERS_MIN;
+  return tool_iters_for(bytes, TOOL_ITER_BYTES, lo, lo > TOOL_ITERS_MAX ? lo : TOOL_ITERS_MAX);
 }
 
 /* Small values of the type: every sum over the ranks stays finite and normal. */
@@ -192,8 +194,11 @@ static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep
   const int iters = iters_for(o, s->sizes[k]);
   const int warm = o->warmup >= 0 ? o->warmup : tool_warmup_for(iters);
   s->iters[k] = iters;
+  int order[TUNE_MAX_CANDIDATES];
   for (int rep = -warm; rep < iters; rep++) {
-    for (int i = 0; i < nact; i++) {
+    tool_shuffle(order, nact, ((uint64_t)k << 32) + (uint64_t)(rep + warm));
+    for (int j = 0; j < nact; j++) {
+      const int i = order[j];
       const tune_candidate_t *c = &s->cand[active[i]];
       mpiar_options_t opts = MPIAR_OPTIONS_INIT;
       opts.algorithm = c->alg->name;

@@ -30,7 +30,8 @@ typedef struct tune_opts {
   const char *output; /* -o */
   int quick;          /* --quick */
   size_t min_bytes, max_bytes, factor;
-  int iters;  /* -i: repetitions per size; 0 = scaled with the size */
+  int iters;     /* -i: repetitions per size; 0 = scaled with the size */
+  int min_iters; /* --min-iters: the fewest repetitions of a scaled size (0: the default) */
   int warmup; /* -w; -1 = a tenth of the repetitions */
   mpiar_dtype_t dtypes[MPIAR__DTYPE_COUNT];
   int ndtypes;
