@@ -22,28 +22,58 @@
 #include "common/tool.h"
 #include "tune.h"
 
-void tune_fit_line(tune_fit_t *f) {
+/* Relative least squares of t = a + b x over the points with lo <= x <= hi; with @p fixed_a
+ * >= 0 only b is fitted. @return the number of points used. */
+static int fit_range(const tune_fit_t *f, double lo, double hi, double fixed_a, double *a,
+                     double *b) {
   double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+  int n = 0;
   for (int i = 0; i < f->n; i++) {
-    double w = 1.0 / (f->t[i] * f->t[i]);
+    if (f->x[i] < lo || f->x[i] > hi) {
+      continue;
+    }
+    const double w = 1.0 / (f->t[i] * f->t[i]);
     sw += w;
     swx += w * f->x[i];
     swxx += w * f->x[i] * f->x[i];
     swt += w * f->t[i];
     swxt += w * f->x[i] * f->t[i];
+    n++;
   }
-  double det = sw * swxx - swx * swx;
-  f->a = det != 0 ? (swxx * swt - swx * swxt) / det : 0;
-  f->b = det != 0 ? (sw * swxt - swx * swt) / det : 0;
-  if (f->a < 0) {
-    /* A negative intercept has no meaning (time per message): refit through the origin. */
-    f->a = 0;
-    f->b = swxx > 0 ? swxt / swxx : 0;
+  if (fixed_a >= 0) {
+    *a = fixed_a;
+    *b = swxx > 0 ? (swxt - fixed_a * swx) / swxx : 0;
+    return n;
   }
-  if (!(f->b > 0)) {
-    /* Flat times (the sizes all fit the same latency): the smallest slope the data allow. */
-    f->b = 1e-15;
+  const double det = sw * swxx - swx * swx;
+  if (n >= 2 && det > 0) {
+    *a = (swxx * swt - swx * swxt) / det;
+    *b = (sw * swxt - swx * swt) / det;
+  } else {
+    *a = n > 0 ? swt / sw : 0; /* one point: its time */
+    *b = 0;
   }
+  return n;
+}
+
+void tune_fit_line(tune_fit_t *f) {
+  double a = 0, b = 0, unused;
+  f->nsmall = fit_range(f, 0, f->small_max, -1, &a, &unused);
+  if (!(a >= 0)) {
+    a = 0;
+  }
+  /* The slope from the large sizes; too few of them (a short run): the two largest points. */
+  double lo = f->large_min;
+  int large = 0;
+  for (int i = 0; i < f->n; i++) {
+    large += f->x[i] >= lo;
+  }
+  if (large == 0 && f->n > 0) {
+    lo = f->x[f->n > 1 ? f->n - 2 : 0];
+  }
+  f->nlarge = fit_range(f, lo, INFINITY, a, &unused, &b);
+  f->a = a;
+  f->b = b > 0 ? b : 1e-15; /* flat times: the smallest slope the data allow */
   double abs[TUNE_MAX_POINTS];
   f->max_abs = 0;
   for (int i = 0; i < f->n; i++) {
@@ -123,6 +153,9 @@ static void measure_level(const tune_opts_t *o, const tune_env_t *env, int partn
   size_t sizes[TUNE_MAX_POINTS];
   int n = p2p_sizes(o, sizes);
   fit->n = n;
+  /* Latency from the messages of a few cache lines, bandwidth from those far beyond the caches. */
+  fit->small_max = 1024;
+  fit->large_min = (double)(1 << 20);
   for (int i = 0; i < n; i++) {
     tune_progress(env, "calibrating %s: %zu bytes (%d/%d)", what, sizes[i], i + 1, n);
     fit->x[i] = (double)sizes[i];
@@ -174,6 +207,9 @@ static int measure_gamma(const tune_opts_t *o, const tune_env_t *env, mpiar_dtyp
   int n = gamma_sizes(o, sizes);
   size_t es = mpiar_dtype_size(d);
   fit->n = n;
+  /* The per-call cost from the smallest operands, the rate from those beyond the caches. */
+  fit->small_max = (double)(64 << 10);
+  fit->large_min = (double)(4 << 20);
   int rc = MPIAR_SUCCESS;
   for (int i = 0; i < n; i++) {
     size_t count = sizes[i] / es;
@@ -260,6 +296,11 @@ int tune_calibrate(const tune_opts_t *o, const tune_env_t *env, tune_calibration
 }
 
 static void print_fit(FILE *f, const tune_fit_t *fit, const char *xname) {
+  char lo[32], hi[32];
+  fprintf(f, "#   (the intercept from %d point%s <= %s, the slope from %d point%s >= %s)\n",
+          fit->nsmall, fit->nsmall == 1 ? "" : "s",
+          tool_format_bytes(fit->small_max, lo, sizeof lo), fit->nlarge,
+          fit->nlarge == 1 ? "" : "s", tool_format_bytes(fit->large_min, hi, sizeof hi));
   fprintf(f, "#   %12s %14s %14s %10s\n", xname, "measured us", "model us", "residual");
   for (int i = 0; i < fit->n; i++) {
     char sz[32];
@@ -278,7 +319,7 @@ static void print_level(FILE *f, const tune_fit_t *fit, const char *suffix) {
 }
 
 void tune_print_calibration(FILE *f, const tune_env_t *env, const tune_calibration_t *cal) {
-  fprintf(f, "## Calibration of the cost model (least squares on the relative error)\n");
+  fprintf(f, "## Calibration of the cost model (two regimes, least squares on the relative error)\n");
   if (cal->have_intra) {
     fprintf(f,
             "# point-to-point inside a node: %d pair%s exchanging n bytes both ways at once, "

@@ -56,19 +56,26 @@ typedef struct tune_env {
 void tune_progress(const tune_env_t *env, const char *fmt, ...) MPIAR__PRINTF(2, 3);
 
 /*
- * A line t = a + b x through measured points, fitted by least squares on the relative error
- * (each point weighted by 1 / t^2), so that microsecond latencies count as much as the
- * milliseconds of large messages. a >= 0 and b > 0 are enforced.
+ * A line t = a + b x through measured points, in two regimes (as Hockney's latency-bandwidth
+ * model is fitted): the intercept a from the small sizes (x <= small_max), the slope b from the
+ * large ones (x >= large_min, a held), each by least squares on the relative error (each point
+ * weighted by 1 / t^2). One line through every point would be pulled by the sizes that fit in
+ * the caches, which move several times faster than memory: it predicted a 32 MiB exchange 5x too
+ * fast here. The residuals of every point are kept and printed, the middle sizes' too. a >= 0
+ * and b > 0 are enforced.
  */
 typedef struct tune_fit {
   int n;
   double x[TUNE_MAX_POINTS]; /* bytes */
   double t[TUNE_MAX_POINTS]; /* seconds measured */
+  double small_max, large_min; /* the regimes' bounds (bytes) */
+  int nsmall, nlarge;          /* points in each */
   double a, b;
   double resid[TUNE_MAX_POINTS]; /* (fit - measured) / measured */
   double median_abs, max_abs;    /* of |resid| */
 } tune_fit_t;
 
+/* Fit a and b (small_max and large_min set). */
 void tune_fit_line(tune_fit_t *f);
 
 typedef struct tune_calibration {
