@@ -22,46 +22,34 @@
 #include "common/tool.h"
 #include "tune.h"
 
-/* Relative least squares of t = a + b x over the points with lo <= x <= hi; with @p fixed_a
- * >= 0 only b is fitted. @return the number of points used. */
-static int fit_range(const tune_fit_t *f, double lo, double hi, double fixed_a, double *a,
-                     double *b) {
-  double sw = 0, swx = 0, swxx = 0, swt = 0, swxt = 0;
+/* The slope b of t = a + b x (a given) over the points with x >= lo, by least squares on the
+ * relative error. @return the number of points used. */
+static int fit_slope(const tune_fit_t *f, double lo, double a, double *b) {
+  double swxx = 0, swxt = 0;
   int n = 0;
   for (int i = 0; i < f->n; i++) {
-    if (f->x[i] < lo || f->x[i] > hi) {
-      continue;
+    if (f->x[i] >= lo) {
+      const double w = 1.0 / (f->t[i] * f->t[i]);
+      swxx += w * f->x[i] * f->x[i];
+      swxt += w * f->x[i] * (f->t[i] - a);
+      n++;
     }
-    const double w = 1.0 / (f->t[i] * f->t[i]);
-    sw += w;
-    swx += w * f->x[i];
-    swxx += w * f->x[i] * f->x[i];
-    swt += w * f->t[i];
-    swxt += w * f->x[i] * f->t[i];
-    n++;
   }
-  if (fixed_a >= 0) {
-    *a = fixed_a;
-    *b = swxx > 0 ? (swxt - fixed_a * swx) / swxx : 0;
-    return n;
-  }
-  const double det = sw * swxx - swx * swx;
-  if (n >= 2 && det > 0) {
-    *a = (swxx * swt - swx * swxt) / det;
-    *b = (sw * swxt - swx * swt) / det;
-  } else {
-    *a = n > 0 ? swt / sw : 0; /* one point: its time */
-    *b = 0;
-  }
+  *b = swxx > 0 ? swxt / swxx : 0;
   return n;
 }
 
 void tune_fit_line(tune_fit_t *f) {
-  double a = 0, b = 0, unused;
-  f->nsmall = fit_range(f, 0, f->small_max, -1, &a, &unused);
-  if (!(a >= 0)) {
-    a = 0;
+  double a = 0, b = 0, small[TUNE_MAX_POINTS];
+  /* The intercept: the median time of the small sizes, where n beta is a rounding error; a line
+   * through a few nearly equal times would tilt with their noise. */
+  f->nsmall = 0;
+  for (int i = 0; i < f->n; i++) {
+    if (f->x[i] <= f->small_max) {
+      small[f->nsmall++] = f->t[i];
+    }
   }
+  a = f->nsmall > 0 ? tool_median(small, f->nsmall) : 0;
   /* The slope from the large sizes; too few of them (a short run): the two largest points. */
   double lo = f->large_min;
   int large = 0;
@@ -71,7 +59,7 @@ void tune_fit_line(tune_fit_t *f) {
   if (large == 0 && f->n > 0) {
     lo = f->x[f->n > 1 ? f->n - 2 : 0];
   }
-  f->nlarge = fit_range(f, lo, INFINITY, a, &unused, &b);
+  f->nlarge = fit_slope(f, lo, a, &b);
   f->a = a;
   f->b = b > 0 ? b : 1e-15; /* flat times: the smallest slope the data allow */
   double abs[TUNE_MAX_POINTS];
@@ -153,8 +141,8 @@ static void measure_level(const tune_opts_t *o, const tune_env_t *env, int partn
   size_t sizes[TUNE_MAX_POINTS];
   int n = p2p_sizes(o, sizes);
   fit->n = n;
-  /* Latency from the messages of a few cache lines, bandwidth from those far beyond the caches. */
-  fit->small_max = 1024;
+  /* Latency from messages of a few cache lines, bandwidth from those far beyond the caches. */
+  fit->small_max = 256;
   fit->large_min = (double)(1 << 20);
   for (int i = 0; i < n; i++) {
     tune_progress(env, "calibrating %s: %zu bytes (%d/%d)", what, sizes[i], i + 1, n);
@@ -207,8 +195,9 @@ static int measure_gamma(const tune_opts_t *o, const tune_env_t *env, mpiar_dtyp
   int n = gamma_sizes(o, sizes);
   size_t es = mpiar_dtype_size(d);
   fit->n = n;
-  /* The per-call cost from the smallest operands, the rate from those beyond the caches. */
-  fit->small_max = (double)(64 << 10);
+  /* The rate from the operands beyond the caches; the per-call cost is too small to measure
+   * against a reduction of even the smallest operand here (no intercept). */
+  fit->small_max = 0;
   fit->large_min = (double)(4 << 20);
   int rc = MPIAR_SUCCESS;
   for (int i = 0; i < n; i++) {

@@ -57,9 +57,9 @@ void tune_progress(const tune_env_t *env, const char *fmt, ...) MPIAR__PRINTF(2,
 
 /*
  * A line t = a + b x through measured points, in two regimes (as Hockney's latency-bandwidth
- * model is fitted): the intercept a from the small sizes (x <= small_max), the slope b from the
- * large ones (x >= large_min, a held), each by least squares on the relative error (each point
- * weighted by 1 / t^2). One line through every point would be pulled by the sizes that fit in
+ * model is fitted): the intercept a is the median time of the small sizes (x <= small_max; 0
+ * without any), the slope b comes from the large ones (x >= large_min, a held) by least squares
+ * on the relative error (each point weighted by 1 / t^2). One line through every point would be pulled by the sizes that fit in
  * the caches, which move several times faster than memory: it predicted a 32 MiB exchange 5x too
  * fast here. The residuals of every point are kept and printed, the middle sizes' too. a >= 0
  * and b > 0 are enforced.
