@@ -60,6 +60,12 @@ void tune_fit_line(tune_fit_t *f) {
     lo = f->x[f->n > 1 ? f->n - 2 : 0];
   }
   f->nlarge = fit_slope(f, lo, a, &b);
+  if (!(b > 0)) {
+    /* The small sizes took longer than the large ones (a run disturbed by other work): the
+     * intercept is not to be trusted, so the slope goes through the origin. */
+    a = 0;
+    fit_slope(f, lo, a, &b);
+  }
   f->a = a;
   f->b = b > 0 ? b : 1e-15; /* flat times: the smallest slope the data allow */
   double abs[TUNE_MAX_POINTS];
@@ -129,9 +135,9 @@ static int rank_at(const tune_env_t *env, int node, int local) {
 /* Sizes of the point-to-point calibration. */
 static int p2p_sizes(const tune_opts_t *o, size_t *sizes) {
   if (o->quick) {
-    static const size_t q[] = {8, 1024, 64 << 10, 1 << 20};
+    static const size_t q[] = {8, 64, 256, 64 << 10, 1 << 20};
     memcpy(sizes, q, sizeof q);
-    return 4;
+    return 5;
   }
   return tool_size_sweep(8, (size_t)64 << 20, 4, 1, sizes, TUNE_MAX_POINTS);
 }
