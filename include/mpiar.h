@@ -217,11 +217,26 @@ int mpiar_waitany(int n, mpiar_request_t reqs[], int *index);
 int mpiar_request_free(mpiar_request_t *req);
 
 /**
- * The algorithm and segment size that "auto" would pick for @p bytes on @p nranks ranks in this
- * process (MPIAR_ALGORITHM and MPIAR_SEGMENT_BYTES included).
+ * The algorithm and segment size that "auto" would pick for @p bytes of float32 on a
+ * communicator of @p nranks ranks on one node in this process (MPIAR_ALGORITHM,
+ * MPIAR_SEGMENT_BYTES and MPIAR_TUNING_FILE included). mpiar_select_comm() answers for a real
+ * communicator, whose nodes decide whether a tuning table applies.
  * @return MPIAR_SUCCESS or an error (MPIAR_ERR_ENV, MPIAR_ERR_UNKNOWN_ALGORITHM, ...).
  */
 int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segment_bytes);
+
+/**
+ * The algorithm and segment size that an allreduce of @p count elements of @p dtype on @p comm
+ * runs when its options name none: MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, else the table of
+ * MPIAR_TUNING_FILE where it was measured on a communicator like @p comm, else the cost model.
+ * @p algorithm is a registry name (in reproducible mode the call runs its reproducible
+ * replacement). @p source, if not NULL, receives where the choice came from: "MPIAR_ALGORITHM",
+ * "tuning table", "model with fitted parameters" or "model with built-in parameters".
+ * Collective when @p comm has no mpiar context yet (it creates it, as any first call does).
+ * @return MPIAR_SUCCESS or an error (MPIAR_ERR_ENV, MPIAR_ERR_COMM, ...).
+ */
+int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const char **algorithm,
+                      size_t *segment_bytes, const char **source);
 
 #ifdef __cplusplus
 }

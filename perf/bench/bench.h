@@ -14,25 +14,27 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "common/tool.h"
 #include "mpiar.h"
 
-/* The most algorithms one run compares (registry entries plus `auto` and `mpi`, and their
- * reproducible-mode forms). */
-#define BENCH_MAX_ALGS 24
+/* The most columns one run compares: registry entries, their segment columns, `auto`, `mpi`
+ * and the reproducible-mode forms. */
+#define BENCH_MAX_ALGS 64
 
-/* An algorithm name with this suffix runs in reproducible mode ("ring/repro", "auto/repro"). */
+/* A name with this suffix runs in reproducible mode ("ring/repro", "auto/repro"). */
 #define BENCH_REPRO_SUFFIX "/repro"
-
-/* The mpiar algorithm of a name (without BENCH_REPRO_SUFFIX) in @p buf; @return 1 if it had the
- * suffix. */
-int bench_split_name(const char *name, char *buf, size_t len);
-
-/* @return 1 for `auto` and `auto/repro`. */
-int bench_is_auto(const char *name);
 
 /* Names that are not registry entries. */
 #define BENCH_ALG_AUTO "auto"
 #define BENCH_ALG_MPI "mpi"
+
+/*
+ * A segmented algorithm with a fixed segment size is a column of its own, "NAME/seg=SIZE"
+ * (SIZE as "64K", "1M"): by default every segmented algorithm with each of mpiar-tune's candidate
+ * segments, so that the best column is the best choice tuning could have made and `auto`'s
+ * regret (time / best - 1) is measured against all of them.
+ */
+#define BENCH_SEG_INFIX "/seg="
 
 /* Sizes from 4 B to 256 MiB: the README's main sweep. */
 #define BENCH_DEFAULT_MIN_BYTES ((size_t)4)
@@ -40,35 +42,41 @@ int bench_is_auto(const char *name);
 
 /*
  * Without -i, each size runs about BENCH_AUTO_ITER_BYTES / bytes repetitions, clamped to
- * [BENCH_AUTO_ITERS_MIN, BENCH_AUTO_ITERS_MAX]: small messages need many repetitions for a
- * stable median, large ones few, and the whole default sweep stays within a few tens of seconds
- * per algorithm on a two-core machine.
+ * [BENCH_AUTO_ITERS_MIN, BENCH_AUTO_ITERS_MAX] (the tools' common rule, perf/common/tool.h):
+ * small messages need many repetitions for a stable median, large ones few, and the whole
+ * default sweep stays within a few tens of seconds per algorithm on a two-core machine.
  */
-#define BENCH_AUTO_ITER_BYTES ((size_t)128 << 20)
-#define BENCH_AUTO_ITERS_MIN 10
-#define BENCH_AUTO_ITERS_MAX 1000
+#define BENCH_AUTO_ITER_BYTES TOOL_ITER_BYTES
+#define BENCH_AUTO_ITERS_MIN TOOL_ITERS_MIN
+#define BENCH_AUTO_ITERS_MAX TOOL_ITERS_MAX
 
 /* Size ranges of the summary: small is 4 B..4 KiB, large is >= 4 MiB, medium in between. */
 #define BENCH_SMALL_MAX_BYTES ((size_t)4 << 10)
 #define BENCH_LARGE_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct bench_opts {
-  size_t min_bytes;    /* -b */
-  size_t max_bytes;    /* -e */
-  size_t factor;       /* -f: each size is the previous one times this */
-  int iters;           /* -i: repetitions per size; 0 = scaled with size */
-  int warmup;          /* -w: untimed repetitions per size; -1 = scaled with size */
-  mpiar_dtype_t dtype; /* -d */
-  mpiar_op_t op;       /* -o */
-  int nalgs;           /* -a: the algorithms, in the order they run */
-  const char *algs[BENCH_MAX_ALGS];
-  int validate;          /* -c */
-  int inplace;           /* --inplace */
-  int quiet;             /* -q: no progress line */
-  const char *csv_path;  /* --csv */
-  const char *json_path; /* --json */
-  int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
-  int reproducible;      /* --reproducible: each mpiar entry also in reproducible mode */
+  size_t min_bytes;                 /* -b */
+  size_t max_bytes;                 /* -e */
+  size_t factor;                    /* -f: each size is the previous one times this */
+  int iters;                        /* -i: repetitions per size; 0 = scaled with size */
+  int min_iters;                    /* --min-iters: the fewest of a scaled size (0: default) */
+  int warmup;                       /* -w: untimed repetitions per size; -1 = scaled with size */
+  mpiar_dtype_t dtype;              /* -d */
+  mpiar_op_t op;                    /* -o */
+  int nalgs;                        /* -a: the algorithms, in the order they run */
+  const char *algs[BENCH_MAX_ALGS]; /* as named: "ring", "ring/seg=1M", "auto", "mpi" */
+  const char *alg_base[BENCH_MAX_ALGS]; /* the registry name ("ring"), or auto / mpi */
+  size_t alg_segment[BENCH_MAX_ALGS];   /* the segment of a "NAME/seg=SIZE" column, else 0 */
+  int alg_repro[BENCH_MAX_ALGS];        /* 1: a "NAME/repro" column (reproducible mode) */
+  int validate;                         /* -c */
+  int inplace;                          /* --inplace */
+  int quiet;                            /* -q: no progress line */
+  const char *csv_path;                 /* --csv */
+  const char *json_path;                /* --json */
+  int mpi_dropped; /* `mpi` left out of the default list: MPI has no such datatype */
+  int reproducible;     /* --reproducible: each mpiar entry also in reproducible mode */
+  size_t segs[8];       /* the segments of the default list's segment columns */
+  int nsegs;
 } bench_opts_t;
 
 /*
@@ -80,8 +88,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o);
 
 /*
  * The default list (no -a): every registry algorithm (the hierarchical ones only when
- * @p multi_node), `auto`, their reproducible forms with --reproducible, then `mpi` when MPI has
- * the datatype. @return 0, or -1 with a message in @p err.
+ * @p multi_node), the flat segmented ones also with each of o->segs, `auto`, the reproducible
+ * forms with --reproducible, then `mpi` when MPI has the datatype. @return 0, or -1 with a
+ * message in @p err.
  */
 int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen);
 
@@ -152,6 +161,10 @@ typedef struct bench_row {
   const char *limit_plan; /* that plan's name */
   const char *auto_pick;  /* what `auto` selected at this size, NULL if `auto` did not run */
   size_t auto_segment;
+  const char *auto_source; /* where that choice came from ("tuning table", "model ...") */
+  int best_alg;            /* the fastest column that is neither auto nor mpi, or -1 */
+  int best_candidate[BENCH_MAX_ALGS]; /* 1: a distinct schedule that counts for the best */
+  double best_time;        /* its median, seconds */
   bench_stat_t alg[BENCH_MAX_ALGS];
 } bench_row_t;
 
@@ -176,6 +189,7 @@ typedef struct bench_figures {
   double limit_bw;  /* limit_bytes / limit time, GB/s */
   double pct_limit; /* busbw / limit_bw * 100 */
   double speedup;   /* median time of `mpi` / median time of this algorithm: > 1 is faster */
+  double regret;    /* median time / the best column's - 1: what choosing this column costs */
 } bench_figures_t;
 
 void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f);

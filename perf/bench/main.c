@@ -1,7 +1,8 @@
 /*
- * mpiar-bench: the sweep. For each size, every algorithm runs once per repetition in turn
- * (A B C ... A B C ...) followed by the plans of the point-to-point limit (limit.c), so that
- * drift on a shared machine (other processes, frequency changes) hits every column alike.
+ * mpiar-bench: the sweep. For each size, every algorithm and every plan of the point-to-point
+ * limit (limit.c) runs once per repetition, in an order shuffled anew for each repetition (the
+ * same on every rank), so that drift on a shared machine (other processes, frequency changes)
+ * hits every column alike and no column gains from its place in the sequence.
  * Each run is timed between a barrier and its own end on every rank; the per-rank times are
  * reduced with MPI_MAX once per size, outside the timed loop, so the reported time is that of
  * the slowest rank.
@@ -21,6 +22,7 @@
 
 #include "bench.h"
 #include "common/tool.h"
+#include "core/context.h"
 
 /* At most this many mismatch messages per rank; the count of failures is always complete. */
 #define MAX_FAILURE_MESSAGES 5
@@ -345,43 +347,22 @@ static void progress_clear(progress_t *pg) {
 
 /* The sweep's sizes in bytes, rounded to whole elements, without repeats. */
 static int make_sizes(const bench_opts_t *o, size_t esize, size_t **out) {
-  int n = 0;
-  size_t *v = malloc(128 * sizeof *v);
-  if (v == NULL) {
+  *out = malloc(128 * sizeof **out);
+  if (*out == NULL) {
     return -1;
   }
-  for (size_t s = o->min_bytes; s <= o->max_bytes && n < 128;) {
-    size_t count = s / esize ? s / esize : 1;
-    size_t bytes = count * esize;
-    if (n == 0 || v[n - 1] != bytes) {
-      v[n++] = bytes;
-    }
-    if (s > o->max_bytes / o->factor) {
-      break;
-    }
-    s *= o->factor;
-  }
-  *out = v;
-  return n;
+  return tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, esize, *out, 128);
 }
 
 static int iters_for(const bench_opts_t *o, size_t bytes) {
-  if (o->iters > 0) {
-    return o->iters;
-  }
-  size_t n = BENCH_AUTO_ITER_BYTES / bytes;
-  if (n < BENCH_AUTO_ITERS_MIN) {
-    n = BENCH_AUTO_ITERS_MIN;
-  }
-  return n > BENCH_AUTO_ITERS_MAX ? BENCH_AUTO_ITERS_MAX : (int)n;
+  const int lo = o->min_iters > 0 ? o->min_iters : BENCH_AUTO_ITERS_MIN;
+  return o->iters > 0 ? o->iters
+                      : tool_iters_for(bytes, BENCH_AUTO_ITER_BYTES, lo,
+                                       lo > BENCH_AUTO_ITERS_MAX ? lo : BENCH_AUTO_ITERS_MAX);
 }
 
 static int warmup_for(const bench_opts_t *o, int iters) {
-  if (o->warmup >= 0) {
-    return o->warmup;
-  }
-  int w = iters / 10;
-  return w < 1 ? 1 : (w > 20 ? 20 : w);
+  return o->warmup >= 0 ? o->warmup : tool_warmup_for(iters);
 }
 
 /* Bytes each rank moves in a bandwidth-optimal allreduce of `bytes`: 2(p-1)/p * bytes. */
@@ -461,8 +442,23 @@ typedef struct bench_state {
   FILE *csv;
   long total_failures;
   int messages;
+  int flat; /* one node, or one rank per node: hierarchical columns are flat ones */
   progress_t pg;
 } bench_state_t;
+
+/*
+ * The segment the library runs for @p seg at @p count elements (it raises small ones so that a
+ * block has at most MPIAR__SEGMENTS_MAX), or 0 when that does not split a ring block: the
+ * schedule is then the unsegmented one.
+ */
+static size_t effective_segment(size_t seg, size_t count, size_t es, int p) {
+  if (seg == 0 || count == 0) {
+    return 0;
+  }
+  size_t eff = mpiar__segment_elems(seg, count, es, p) * es;
+  size_t block = (count + (size_t)p - 1) / (size_t)p * es;
+  return eff < block ? eff : 0;
+}
 
 /*
  * The limit's plans of row k: the exchange, then each algorithm's schedule once (`auto` adds
@@ -483,15 +479,14 @@ static int build_plans(bench_state_t *st, bench_row_t *row) {
       continue;
     }
     const int is_auto = a == st->run.auto_index;
-    if (!is_auto && bench_is_auto(o->algs[a])) {
+    if (!is_auto && strcmp(o->alg_base[a], BENCH_ALG_AUTO) == 0) {
       continue; /* `auto/repro`: its pick is not known here; the others' plans bound it */
     }
-    char base[64];
-    bench_split_name(o->algs[a], base, sizeof base);
     bench_plan_t *plan = &row->plans[row->nplans];
-    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : base,
-                                 is_auto ? row->auto_segment : 0, st->rank, st->p, row->count,
-                                 o->dtype, o->op, o->inplace);
+    size_t seg = effective_segment(is_auto ? row->auto_segment : o->alg_segment[a], row->count,
+                                   st->esize, st->p);
+    int rc = bench_plan_schedule(plan, is_auto ? row->auto_pick : o->alg_base[a], seg, st->rank,
+                                 st->p, row->count, o->dtype, o->op, o->inplace);
     if (rc != MPIAR_SUCCESS) {
       return rc;
     }
@@ -527,8 +522,10 @@ static int plan_sweep(bench_state_t *st) {
     row->iters = iters_for(o, st->sizes[k]);
     row->warmup = warmup_for(o, row->iters);
     if (st->run.auto_index >= 0) {
-      /* The selector reads the same environment on every rank. */
-      int rc = mpiar_select(row->bytes, st->p, &row->auto_pick, &row->auto_segment);
+      /* What `auto` runs on this communicator, and where that choice comes from (a tuning
+       * table, the model); collective, like the calls it predicts. */
+      int rc = mpiar_select_comm(st->comm, row->count, o->dtype, &row->auto_pick,
+                                 &row->auto_segment, &row->auto_source);
       if (rc != MPIAR_SUCCESS) {
         return rc;
       }
@@ -629,9 +626,9 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
     rc = run_mpi(st->sendbuf, st->recvbuf, row->count, o, st->p, st->comm);
   } else {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
-    char base[64];
-    opts.reproducible = bench_split_name(o->algs[s], base, sizeof base);
-    opts.algorithm = base;
+    opts.algorithm = o->alg_base[s];
+    opts.segment_bytes = o->alg_segment[s];
+    opts.reproducible = o->alg_repro[s];
     rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : st->sendbuf, st->recvbuf, row->count,
                             o->dtype, o->op, st->comm, &opts);
   }
@@ -656,7 +653,7 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
   }
 }
 
-/* Time every slot of row k, interleaved, and reduce the times over the ranks. */
+/* Time every slot of row k, interleaved in shuffled orders, and reduce the times over the ranks. */
 static void run_size(bench_state_t *st, int k) {
   bench_opts_t *o = &st->o;
   bench_row_t *row = &st->run.rows[k];
@@ -668,9 +665,11 @@ static void run_size(bench_state_t *st, int k) {
   }
   const int nslots = o->nalgs + row->nplans;
   long failures[BENCH_MAX_ALGS] = {0};
+  int order[2 * BENCH_MAX_ALGS + 2];
   for (int rep = -row->warmup; rep < row->iters; rep++) {
-    for (int s = 0; s < nslots; s++) {
-      run_slot(st, row, s, rep, failures);
+    tool_shuffle(order, nslots, ((uint64_t)k << 32) + (uint64_t)(rep + row->warmup));
+    for (int i = 0; i < nslots; i++) {
+      run_slot(st, row, order[i], rep, failures);
     }
     progress_show(&st->pg, k, st->nsizes, row->bytes, rep, row->iters, row->warmup);
   }
@@ -681,6 +680,35 @@ static void run_size(bench_state_t *st, int k) {
                        &row->alg[a]);
     row->alg[a].failures = failures[a];
     st->total_failures += failures[a];
+  }
+  /* The best column: the fastest median of every algorithm and segment (not auto, not mpi,
+   * not a reproducible-mode column).
+   * A segment column that runs the same schedule as an earlier column (its segment does not
+   * split a block at this size, or the library raises it to another column's) is left out:
+   * the minimum over copies of one schedule would only pick the luckiest noise. */
+  row->best_alg = -1;
+  row->best_time = NAN;
+  for (int a = 0; a < o->nalgs; a++) {
+    int copy = 0;
+    const mpiar__algorithm_t *alg = mpiar__algorithm_find(o->alg_base[a]);
+    if (alg != NULL && (alg->flags & MPIAR__ALG_HIERARCHICAL) && st->flat) {
+      copy = 1; /* on one node (or one rank per node) it builds its flat equivalent */
+    }
+    if (o->alg_segment[a] != 0) {
+      size_t eff = effective_segment(o->alg_segment[a], row->count, st->esize, st->p);
+      for (int q = 0; q < a && !copy; q++) {
+        copy = q != st->run.auto_index && q != st->run.mpi_index && !o->alg_repro[q] &&
+               strcmp(o->alg_base[q], o->alg_base[a]) == 0 &&
+               effective_segment(o->alg_segment[q], row->count, st->esize, st->p) == eff;
+      }
+    }
+    /* Reproducible-mode columns are another contract, not a choice auto could make. */
+    row->best_candidate[a] = !copy && !o->alg_repro[a] && a != st->run.auto_index &&
+                             a != st->run.mpi_index && strcmp(o->alg_base[a], BENCH_ALG_AUTO) != 0;
+    if (row->best_candidate[a] && (row->best_alg < 0 || row->alg[a].median < row->best_time)) {
+      row->best_alg = a;
+      row->best_time = row->alg[a].median;
+    }
   }
   /* The limit: the best repetition of the fastest plan. */
   row->limit_time = NAN;
@@ -775,6 +803,10 @@ static int setup(bench_state_t *st) {
     fprintf(stderr, "mpiar-bench: MPI has no predefined %s datatype: the mpi column is left out\n",
             mpiar_dtype_name(o->dtype));
   }
+  int local = local_ranks(st->comm), lmin = local, lmax = local;
+  MPI_Allreduce(&local, &lmin, 1, MPI_INT, MPI_MIN, st->comm);
+  MPI_Allreduce(&local, &lmax, 1, MPI_INT, MPI_MAX, st->comm);
+  st->flat = lmin == st->p || lmax == 1;
   int rc = plan_sweep(st);
   if (!all_ok(rc == MPIAR_SUCCESS, st->comm)) {
     fprintf(stderr, "mpiar-bench: rank %d: planning the sweep: %s: %s\n", st->rank,
@@ -843,28 +875,23 @@ int main(int argc, char **argv) {
   st.esize = mpiar_dtype_size(st.o.dtype);
   st.run.opts = &st.o;
   st.run.nranks = st.p;
+  st.run.mpi_index = -1;
+  st.run.auto_index = -1;
   if (st.o.nalgs == 0) {
     /* The default list: the hierarchical algorithms only where the job spans several nodes. */
-    MPI_Comm node;
-    int local = st.p;
-    if (MPI_Comm_split_type(st.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
-        MPI_SUCCESS) {
-      MPI_Comm_size(node, &local);
-      MPI_Comm_free(&node);
-    }
-    int multi = local < st.p, any = 0;
+    int multi = local_ranks(st.comm) < st.p, any = 0;
     MPI_Allreduce(&multi, &any, 1, MPI_INT, MPI_MAX, st.comm);
     char err[256];
     if (bench_default_algorithms(&st.o, any, err, sizeof err) != 0) {
       if (st.rank == 0) {
         fprintf(stderr, "mpiar-bench: %s\n", err);
       }
+      MPI_Comm_free(&st.limit_comm);
+      MPI_Comm_free(&st.comm);
       MPI_Finalize();
-      return 2;
+      return TOOL_EXIT_USAGE;
     }
   }
-  st.run.mpi_index = -1;
-  st.run.auto_index = -1;
   for (int a = 0; a < st.o.nalgs; a++) {
     if (strcmp(st.o.algs[a], BENCH_ALG_MPI) == 0) {
       st.run.mpi_index = a;

@@ -7,8 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/algorithms.h"
 #include "base/common.h"
+#include "base/settings.h"
 #include "bench.h"
+#include "tuning/tuning.h"
 #include "common/tool.h"
 
 int bench_mpi_has_dtype(mpiar_dtype_t dtype) {
@@ -46,37 +49,88 @@ static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
   return 0;
 }
 
-int bench_split_name(const char *name, char *buf, size_t len) {
-  size_t n = strlen(name), k = strlen(BENCH_REPRO_SUFFIX);
-  int repro = n > k && strcmp(name + n - k, BENCH_REPRO_SUFFIX) == 0;
-  snprintf(buf, len, "%.*s", (int)(repro ? n - k : n), name);
-  return repro;
+static void list_algorithms(char *buf, size_t len);
+
+/* "64K", "1M", "1536": the short form of a segment size in column names. */
+static void short_size(size_t b, char *buf, size_t len) {
+  if (b >= ((size_t)1 << 30) && b % ((size_t)1 << 30) == 0) {
+    snprintf(buf, len, "%zuG", b >> 30);
+  } else if (b >= ((size_t)1 << 20) && b % ((size_t)1 << 20) == 0) {
+    snprintf(buf, len, "%zuM", b >> 20);
+  } else if (b >= 1024 && b % 1024 == 0) {
+    snprintf(buf, len, "%zuK", b >> 10);
+  } else {
+    snprintf(buf, len, "%zu", b);
+  }
 }
 
-int bench_is_auto(const char *name) {
-  char base[64];
-  bench_split_name(name, base, sizeof base);
-  return strcmp(base, BENCH_ALG_AUTO) == 0;
+/* "ring", "ring/seg=1M", "ring/repro", "ring/seg=1M/repro": a column's name. */
+static void column_name(char *buf, size_t len, const char *base, size_t seg, int repro) {
+  char sz[24] = "";
+  if (seg != 0) {
+    short_size(seg, sz, sizeof sz);
+  }
+  snprintf(buf, len, "%s%s%s%s", base, seg ? BENCH_SEG_INFIX : "", sz,
+           repro ? BENCH_REPRO_SUFFIX : "");
 }
 
-/* @return 1 if name is a registry algorithm, `auto` or `mpi` (mpiar's with or without
- * BENCH_REPRO_SUFFIX). */
-static int known_algorithm(const char *full) {
-  if (strcmp(full, BENCH_ALG_MPI) == 0) {
+/*
+ * Split a name into its registry part, segment and mode: @return 1 if name is a registry
+ * algorithm, `auto`, `mpi`, or a segmented registry algorithm with "/seg=SIZE" (SIZE >= 4 KiB),
+ * each of mpiar's optionally with BENCH_REPRO_SUFFIX, with *segment and *repro set; 0 (with a
+ * reason in err) otherwise. *base is the registry's name, `auto` or `mpi`.
+ */
+static int known_algorithm(char *name, const char **base, size_t *segment, int *repro,
+                           char *err, size_t errlen) {
+  *segment = 0;
+  *base = name;
+  *repro = 0;
+  if (strcmp(name, BENCH_ALG_MPI) == 0) {
     return 1;
   }
-  char name[64];
-  bench_split_name(full, name, sizeof name);
+  /* "NAME/repro": an mpiar column in reproducible mode; the suffix is cut off in place (the
+   * caller writes the column's name back). */
+  size_t len0 = strlen(name), k = strlen(BENCH_REPRO_SUFFIX);
+  if (len0 > k && strcmp(name + len0 - k, BENCH_REPRO_SUFFIX) == 0) {
+    *repro = 1;
+    name[len0 - k] = '\0';
+  }
   if (strcmp(name, BENCH_ALG_AUTO) == 0) {
+    *base = BENCH_ALG_AUTO;
     return 1;
+  }
+  if (*repro && strcmp(name, BENCH_ALG_MPI) == 0) {
+    snprintf(err, errlen, "-a: 'mpi%s': MPI_Allreduce has no reproducible mode",
+             BENCH_REPRO_SUFFIX);
+    return 0;
+  }
+  char *seg = strstr(name, BENCH_SEG_INFIX);
+  if (seg != NULL) {
+    const char *size = seg + strlen(BENCH_SEG_INFIX);
+    if (tool_parse_size(size, segment) != 0 || *segment < MPIAR__SEGMENT_MIN) {
+      snprintf(err, errlen, "-a: '%s': the segment is not a size of at least 4K", name);
+      return 0;
+    }
   }
   int n = mpiar_algorithm_count();
+  size_t len = seg ? (size_t)(seg - name) : strlen(name);
   for (int i = 0; i < n; i++) {
     const char *r = mpiar_algorithm_name(i);
-    if (r != NULL && strcmp(r, name) == 0) {
+    if (r != NULL && strlen(r) == len && strncmp(r, name, len) == 0) {
+      const mpiar__algorithm_t *a = mpiar__algorithm_find(r);
+      if (seg != NULL && !(a->flags & MPIAR__ALG_SEGMENTED)) {
+        snprintf(err, errlen, "-a: '%s': %s takes no segment", name, r);
+        return 0;
+      }
+      *base = r;
       return 1;
     }
   }
+  char names[256];
+  list_algorithms(names, sizeof names);
+  snprintf(err, errlen,
+           "-a: unknown algorithm '%s' (known: %s, and NAME/seg=SIZE for a segmented one)", name,
+           names);
   return 0;
 }
 
@@ -108,15 +162,22 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
       snprintf(err, errlen, "-a: empty algorithm name in the list");
       return -1;
     }
-    if (!known_algorithm(p)) {
-      char names[256];
-      list_algorithms(names, sizeof names);
-      snprintf(err, errlen, "-a: unknown algorithm '%s' (known: %s)", p, names);
+    const char *base = NULL;
+    size_t seg = 0;
+    int repro = 0;
+    if (!known_algorithm(p, &base, &seg, &repro, err, errlen)) {
       return -1;
+    }
+    if (seg != 0 || repro) {
+      /* The column's name in the canonical short form, as the default list writes it. */
+      static char names[BENCH_MAX_ALGS][64];
+      char *name = names[o->nalgs < BENCH_MAX_ALGS ? o->nalgs : 0];
+      column_name(name, sizeof names[0], base, seg, repro);
+      p = name;
     }
     for (int i = 0; i < o->nalgs; i++) {
       if (strcmp(o->algs[i], p) == 0) {
-        snprintf(err, errlen, "-a: algorithm '%s' is listed twice", p);
+        snprintf(err, errlen, "-a: algorithm '%.64s' is listed twice", p);
         return -1;
       }
     }
@@ -124,6 +185,9 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
       snprintf(err, errlen, "-a: more than %d algorithms", BENCH_MAX_ALGS);
       return -1;
     }
+    o->alg_base[o->nalgs] = base;
+    o->alg_segment[o->nalgs] = seg;
+    o->alg_repro[o->nalgs] = repro;
     o->algs[o->nalgs++] = p;
     if (comma == NULL) {
       return 0;
@@ -132,34 +196,54 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
   }
 }
 
-/*
- * Every registry algorithm, then `auto`, then `mpi` when MPI has the datatype. The hierarchical
- * algorithms are left out where the job runs on one node (they are their flat equivalents there;
- * name them with -a to run them anyway): `multi_node` says whether it does not.
- */
-int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen) {
-  int n = mpiar_algorithm_count();
-  int per = o->reproducible ? 2 : 1;
-  if ((n + 1) * per + 1 > BENCH_MAX_ALGS) {
-    snprintf(err, errlen, "the registry has %d algorithms; this build compares at most %d", n,
-             BENCH_MAX_ALGS);
+/* Append one column to the default list; @return -1 when it is full. */
+static int add_column(bench_opts_t *o, const char *base, size_t seg, int repro) {
+  /* The names live until the process ends. */
+  static char names[BENCH_MAX_ALGS][64];
+  if (o->nalgs + 1 > BENCH_MAX_ALGS - 1) { /* room for `mpi` */
     return -1;
   }
-  static char repro_names[BENCH_MAX_ALGS][64];
+  o->alg_base[o->nalgs] = base;
+  o->alg_segment[o->nalgs] = seg;
+  o->alg_repro[o->nalgs] = repro;
+  if (seg == 0 && !repro) {
+    o->algs[o->nalgs] = base;
+  } else {
+    column_name(names[o->nalgs], sizeof names[0], base, seg, repro);
+    o->algs[o->nalgs] = names[o->nalgs];
+  }
+  o->nalgs++;
+  return 0;
+}
+
+int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen) {
+  int n = mpiar_algorithm_count();
   o->nalgs = 0;
   for (int i = 0; i <= n; i++) {
     const char *name = i < n ? mpiar_algorithm_name(i) : BENCH_ALG_AUTO;
-    if (!multi_node && strncmp(name, "hier_", 5) == 0) {
-      continue;
+    const mpiar__algorithm_t *a = i < n ? mpiar__algorithm_find(name) : NULL;
+    int hier = a != NULL && (a->flags & MPIAR__ALG_HIERARCHICAL);
+    if (hier && !multi_node) {
+      continue; /* its flat equivalent on one node; -a names it anyway */
     }
-    o->algs[o->nalgs++] = name;
-    if (o->reproducible) {
-      snprintf(repro_names[o->nalgs], sizeof repro_names[0], "%s%s", name, BENCH_REPRO_SUFFIX);
-      o->algs[o->nalgs] = repro_names[o->nalgs];
-      o->nalgs++;
+    /* Segment columns for the flat segmented algorithms; a hierarchical one's segments are
+     * asked for by name (-a hier_ring/seg=1M). */
+    int segmented = a != NULL && (a->flags & MPIAR__ALG_SEGMENTED) && !hier;
+    int ncol = 1 + (segmented ? o->nsegs : 0);
+    for (int k = -1; k < ncol - 1; k++) {
+      size_t seg = k < 0 ? 0 : o->segs[k];
+      if (add_column(o, name, seg, 0) != 0 ||
+          (o->reproducible && seg == 0 && add_column(o, name, 0, 1) != 0)) {
+        snprintf(err, errlen,
+                 "the registry and its segments make more than the %d columns this build "
+                 "compares (use -a or fewer --segments)",
+                 BENCH_MAX_ALGS - 1);
+        return -1;
+      }
     }
   }
   if (bench_mpi_has_dtype(o->dtype)) {
+    o->alg_base[o->nalgs] = BENCH_ALG_MPI;
     o->algs[o->nalgs++] = BENCH_ALG_MPI;
   } else {
     o->mpi_dropped = 1;
@@ -169,9 +253,9 @@ int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t 
 
 static const char about[] =
     "Times every allreduce algorithm of mpiar, its automatic choice and MPI_Allreduce\n"
-    "side by side over a sweep of message sizes. The algorithms run interleaved\n"
-    "(A B C A B C ...) at each size; each repetition is timed between barriers and its\n"
-    "time is that of the slowest rank.\n"
+    "side by side over a sweep of message sizes. The algorithms run interleaved at each\n"
+    "size, in an order shuffled anew for every repetition (the same on every rank); each\n"
+    "repetition is timed between barriers and its time is that of the slowest rank.\n"
     "\n"
     "The point-to-point limit of a size bounds what any of these schedules can move:\n"
     "each repetition also runs, interleaved with the algorithms, a paired\n"
@@ -187,8 +271,11 @@ static const char epilogue[] =
     "and its speedup vs MPI = time(MPI_Allreduce) / time(algorithm) (> 1: faster than\n"
     "MPI), the point-to-point limit, and the best mpiar bus bandwidth as a percentage of\n"
     "it (busbw = bytes / time * 2(p-1)/p, as in nccl-tests); then the median speedups\n"
-    "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes. A progress line goes to\n"
-    "stderr when it is a terminal.";
+    "over small (<= 4 KiB), medium and large (>= 4 MiB) sizes; and the regret of auto\n"
+    "and of MPI_Allreduce per size: time / the best column's - 1, the best of every\n"
+    "algorithm and segment size measured in the same run (median and worst over the\n"
+    "sizes; auto's choices come from MPIAR_TUNING_FILE where it applies). A progress\n"
+    "line goes to stderr when it is a terminal.";
 
 int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   memset(o, 0, sizeof *o);
@@ -198,6 +285,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   o->op = MPIAR_SUM;
   long factor = 2;
   long iters = 0;
+  long min_iters = 0;
   long warmup = -1;
   const char *alg_arg = NULL;
   int min_given = 0;
@@ -210,14 +298,19 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
   char names[256];
   list_algorithms(names, sizeof names);
-  char alg_help[512];
+  char alg_help[640];
   snprintf(alg_help, sizeof alg_help,
            "algorithms to compare, in order, from\n"
            "%s\n"
-           "(auto: mpiar's own choice, mpi: MPI_Allreduce); default all of\n"
-           "them (mpi is left out for float16 and bfloat16, which MPI lacks).\n"
+           "(auto: mpiar's own choice, mpi: MPI_Allreduce), NAME/seg=SIZE\n"
+           "for a segmented one with a fixed segment (ring/seg=1M), and\n"
+           "NAME/repro for one in reproducible mode; default\n"
+           "all of them, the flat segmented ones also with each --segments size\n"
+           "(mpi is left out for float16 and bfloat16, which MPI lacks).\n"
            "For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.",
            names);
+  size_t segs[8];
+  int nsegs = 0, segs_given = 0, no_segs = 0;
   const tool_arg_t args[] = {
       {.short_name = 'b',
        .kind = TOOL_ARG_SIZE,
@@ -249,6 +342,14 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .hi = 100000000L,
        .metavar = "ITERS",
        .help = iters_help},
+      {.long_name = "min-iters",
+       .kind = TOOL_ARG_INT,
+       .dest = &min_iters,
+       .lo = 1,
+       .hi = 100000000L,
+       .metavar = "N",
+       .help = "without -i: at least N repetitions per size (default 10);\n"
+               "more give steadier medians at large sizes"},
       {.short_name = 'w',
        .kind = TOOL_ARG_INT,
        .dest = &warmup,
@@ -284,11 +385,6 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .kind = TOOL_ARG_FLAG,
        .dest = &o->inplace,
        .help = "reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE)"},
-      {.long_name = "reproducible",
-       .kind = TOOL_ARG_FLAG,
-       .dest = &o->reproducible,
-       .help = "also run every mpiar entry of the default list in reproducible mode\n"
-               "(NAME/repro; with -a, name such entries yourself)"},
       {.long_name = "csv",
        .kind = TOOL_ARG_STRING,
        .dest = &o->csv_path,
@@ -299,6 +395,26 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .dest = &o->json_path,
        .metavar = "FILE",
        .help = "write the whole run, with its summary, to FILE"},
+      {.long_name = "segments",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = segs,
+       .nitems = &nsegs,
+       .max_items = 8,
+       .lo = (long long)MPIAR__SEGMENT_MIN,
+       .hi = TOOL_SIZE_MAX,
+       .given = &segs_given,
+       .metavar = "LIST",
+       .help = "segment sizes of the default segmented columns; default\n"
+               "mpiar-tune's candidates, 64K,256K,1M,4M,16M"},
+      {.long_name = "no-segments",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &no_segs,
+       .help = "no segmented columns in the default list"},
+      {.long_name = "reproducible",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o->reproducible,
+       .help = "also run every unsegmented mpiar column of the default list in\n"
+               "reproducible mode (NAME/repro; with -a, name such columns)"},
       {.short_name = 'q',
        .long_name = "quiet",
        .kind = TOOL_ARG_FLAG,
@@ -319,6 +435,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   }
   o->factor = (size_t)factor;
   o->iters = (int)iters;
+  o->min_iters = (int)min_iters;
   o->warmup = (int)warmup;
 
   /* A single -b or -e alone moves the other bound when needed, as in nccl-tests. */
@@ -353,7 +470,22 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
       }
     }
   } else {
-    o->nalgs = 0; /* the default list, made once MPI tells whether the job spans nodes */
+    if (!segs_given) {
+      for (int i = 0; i < mpiar__tuning_nsegments && i < 8; i++) {
+        segs[nsegs++] = mpiar__tuning_segments[i];
+      }
+    }
+    /* The default list is made once MPI tells whether the job spans nodes. */
+    o->nalgs = 0;
+    o->nsegs = no_segs ? 0 : nsegs;
+    memcpy(o->segs, segs, sizeof o->segs);
+  }
+  if (alg_arg != NULL && (segs_given || no_segs)) {
+    return tool_usage_error(&spec, "--segments and --no-segments shape the default list; with "
+                                   "-a name the columns (ring/seg=1M)");
+  }
+  if (segs_given && no_segs) {
+    return tool_usage_error(&spec, "--segments and --no-segments contradict each other");
   }
   return -1;
 }

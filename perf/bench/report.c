@@ -7,20 +7,11 @@
 #include <string.h>
 
 #include "bench.h"
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a;
-  double y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "common/tool.h"
 
 /* Median of v[0..n-1] (sorted in place); NaN when n == 0. */
 static double median_inplace(double *v, int n) {
-  if (n <= 0) {
-    return NAN;
-  }
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return tool_median(v, n);
 }
 
 void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_t *out) {
@@ -40,6 +31,50 @@ void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, benc
                     : NAN;
   f->pct_limit = (f->limit_bw > 0) ? 100.0 * f->busbw / f->limit_bw : NAN;
   f->speedup = (run->mpi_index >= 0 && t > 0) ? row->alg[run->mpi_index].median / t : NAN;
+  f->regret = row->best_alg >= 0 && row->best_time > 0 ? t / row->best_time - 1.0 : NAN;
+}
+
+/* ---- Regret ------------------------------------------------------------------------------- */
+
+/* Targets for `auto`'s regret (with a tuning file made on the same machine). */
+#define REGRET_MEDIAN_TARGET 0.02
+#define REGRET_WORST_TARGET 0.05
+
+/* Regret of one column over the sizes: median and worst (with its size). */
+typedef struct regret_stats {
+  int n;
+  double median, worst;
+  size_t worst_bytes;
+  const char *worst_pick; /* auto: what it picked there */
+  const char *worst_best; /* the best column there */
+} regret_stats_t;
+
+static void regret_of(const bench_run_t *run, int alg, regret_stats_t *r) {
+  memset(r, 0, sizeof *r);
+  r->median = r->worst = NAN;
+  if (alg < 0 || run->nrows == 0) {
+    return;
+  }
+  double *v = malloc((size_t)run->nrows * sizeof *v);
+  if (v == NULL) {
+    return;
+  }
+  for (int k = 0; k < run->nrows; k++) {
+    bench_figures_t f;
+    bench_figures(run, &run->rows[k], alg, &f);
+    if (isnan(f.regret)) {
+      continue;
+    }
+    v[r->n++] = f.regret;
+    if (r->n == 1 || f.regret > r->worst) {
+      r->worst = f.regret;
+      r->worst_bytes = run->rows[k].bytes;
+      r->worst_pick = run->rows[k].auto_pick;
+      r->worst_best = run->opts->algs[run->rows[k].best_alg];
+    }
+  }
+  r->median = tool_median(v, r->n);
+  free(v);
 }
 
 /* 0 small, 1 medium, 2 large. */
@@ -215,14 +250,21 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
              "repetition of\n#   a paired exchange of 2(p-1)/p * size bytes per rank and of each "
              "algorithm's own messages\n#   without its reductions); time, and bandwidth for "
              "2(p-1)/p * size bytes (see --help)\n");
+  fprintf(f, "# regret: time / the best column's - 1 (the best of every algorithm and segment "
+             "size), for auto and mpi\n");
   fprintf(f, "# best: the highest mpiar busbw = size / time * 2(p-1)/p, GB/s, and its %% of the "
              "limit bandwidth\n");
+  if (run->auto_index >= 0) {
+    const char *tf = getenv("MPIAR_TUNING_FILE");
+    fprintf(f, "# auto: %s%s\n", tf && *tf ? "MPIAR_TUNING_FILE=" : "",
+            tf && *tf ? tf : "no MPIAR_TUNING_FILE (the built-in model)");
+  }
   fprintf(f, "#%10s %6s", "size", "iters");
   for (int a = 0; a < o->nalgs; a++) {
     int is_mpi = a == run->mpi_index;
     fprintf(f, " | %-*s", column_width(o->algs[a], is_mpi), o->algs[a]);
   }
-  fprintf(f, " | %-18s | %s\n", "limit", "best busbw");
+  fprintf(f, " | %-15s | %-18s | %s\n", "regret", "limit", "best busbw");
   fprintf(f, "#%10s %6s", "", "");
   for (int a = 0; a < o->nalgs; a++) {
     int is_mpi = a == run->mpi_index;
@@ -233,7 +275,8 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
       fprintf(f, " | %10s %6s%*s", "us", "xMPI", w - 17, "");
     }
   }
-  fprintf(f, " | %10s %7s | %7s %6s  %s\n", "us", "GB/s", "GB/s", "%limit", "algorithm");
+  fprintf(f, " | %7s %7s | %10s %7s | %7s %6s  %s\n", "auto", "mpi", "us", "GB/s", "GB/s", "%limit",
+          "algorithm");
   fflush(f);
 }
 
@@ -262,6 +305,19 @@ void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
         best_pct = fig.pct_limit;
         best = a;
       }
+    }
+  }
+  fprintf(f, " |");
+  for (int k = 0; k < 2; k++) {
+    int a = k == 0 ? run->auto_index : run->mpi_index;
+    bench_figures_t fig;
+    if (a >= 0) {
+      bench_figures(run, row, a, &fig);
+    }
+    if (a < 0 || isnan(fig.regret)) {
+      fprintf(f, " %7s", "-");
+    } else {
+      fprintf(f, " %+6.1f%%", 100.0 * fig.regret);
     }
   }
   bench_figures_t lim;
@@ -336,6 +392,38 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
             bench_format_size(s.auto_worst_bytes, sz, sizeof sz),
             s.auto_worst_pick ? s.auto_worst_pick : "?");
   }
+  regret_stats_t ra, rm;
+  regret_of(run, run->auto_index, &ra);
+  regret_of(run, run->mpi_index, &rm);
+  if (ra.n > 0 || rm.n > 0) {
+    fprintf(f,
+            "# Regret = median time / the best column's - 1 (best of every algorithm and "
+            "segment size), over %d sizes:\n",
+            ra.n > rm.n ? ra.n : rm.n);
+  }
+  if (ra.n > 0) {
+    char sz[32];
+    int table = 0;
+    for (int k = 0; k < run->nrows; k++) {
+      table +=
+          run->rows[k].auto_source != NULL && strcmp(run->rows[k].auto_source, "tuning table") == 0;
+    }
+    fprintf(f,
+            "#   auto: median %.1f%%, worst %.1f%% at %s (picked %s, best %s); choices from the "
+            "tuning table at %d of %d sizes\n",
+            100 * ra.median, 100 * ra.worst, bench_format_size(ra.worst_bytes, sz, sizeof sz),
+            ra.worst_pick ? ra.worst_pick : "?", ra.worst_best, table, run->nrows);
+    fprintf(f,
+            "#   auto's regret targets (with a tuning file of this machine): median <= %.0f%% "
+            "%s, worst <= %.0f%% %s\n",
+            100 * REGRET_MEDIAN_TARGET, ra.median <= REGRET_MEDIAN_TARGET ? "met" : "NOT met",
+            100 * REGRET_WORST_TARGET, ra.worst <= REGRET_WORST_TARGET ? "met" : "NOT met");
+  }
+  if (rm.n > 0) {
+    char sz[32];
+    fprintf(f, "#   mpi (MPI_Allreduce's own choice): median %.1f%%, worst %.1f%% at %s\n",
+            100 * rm.median, 100 * rm.worst, bench_format_size(rm.worst_bytes, sz, sizeof sz));
+  }
   if (s.judge_targets) {
     fprintf(f, "# Targets at p=2 (judged on auto):\n");
     for (int t = 0; t < s.ntargets; t++) {
@@ -352,7 +440,8 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
 void bench_csv_header(FILE *f) {
   fprintf(f, "bytes,count,dtype,op,nranks,inplace,algorithm,selected,iters,warmup,"
              "time_us_median,time_us_min,time_us_max,algbw_GBps,busbw_GBps,limit_bytes,"
-             "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures,limit_plan\n");
+             "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures,limit_plan,"
+             "regret_vs_best\n");
 }
 
 /* A number, or an empty field where it is undefined, so that gnuplot and csv readers skip it. */
@@ -385,7 +474,9 @@ void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
     csv_num(f, "%.9g", fig.limit_bw);
     csv_num(f, "%.9g", fig.pct_limit);
     csv_num(f, "%.9g", fig.speedup);
-    fprintf(f, ",%ld,%s\n", row->alg[a].failures, row->limit_plan ? row->limit_plan : "");
+    fprintf(f, ",%ld,%s", row->alg[a].failures, row->limit_plan ? row->limit_plan : "");
+    csv_num(f, "%.9g", fig.regret);
+    fputc('\n', f);
   }
   fflush(f);
 }
@@ -444,7 +535,9 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
           "receives posted at once without reductions; bw_GBps = limit_bytes / time\",\n"
           "    \"busbw_pct_limit\": \"busbw / limit bw * 100\",\n"
           "    \"speedup_vs_mpi\": \"median time of mpi / median time of the algorithm; > 1 "
-          "is faster than MPI_Allreduce\"\n  },\n");
+          "is faster than MPI_Allreduce\",\n"
+          "    \"regret_vs_best\": \"median time / the best column's median - 1, the best of "
+          "every algorithm and segment size (not auto, not mpi)\"\n  },\n");
   fprintf(f, "  \"algorithms\": [");
   for (int a = 0; a < o->nalgs; a++) {
     fprintf(f, "%s", a ? ", " : "");
@@ -470,10 +563,26 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     fprintf(f, "},\n     \"auto_selected\": ");
     if (row->auto_pick != NULL) {
       json_str(f, row->auto_pick);
-      fprintf(f, ", \"auto_segment_bytes\": %zu", row->auto_segment);
+      fprintf(f, ", \"auto_segment_bytes\": %zu, \"auto_source\": ", row->auto_segment);
+      json_str(f, row->auto_source);
     } else {
       fputs("null", f);
     }
+    fprintf(f, ", \"best\": ");
+    if (row->best_alg >= 0) {
+      json_str(f, o->algs[row->best_alg]);
+    } else {
+      fputs("null", f);
+    }
+    /* The columns the best is taken over: distinct schedules (not copies of another column). */
+    fprintf(f, ", \"best_of\": [");
+    for (int a = 0, n = 0; a < o->nalgs; a++) {
+      if (row->best_candidate[a]) {
+        fprintf(f, "%s", n++ ? ", " : "");
+        json_str(f, o->algs[a]);
+      }
+    }
+    fputc(']', f);
     fprintf(f, ",\n     \"algorithms\": {");
     for (int a = 0; a < o->nalgs; a++) {
       bench_figures_t fig;
@@ -494,6 +603,8 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
       json_num(f, fig.pct_limit);
       fprintf(f, ", \"speedup_vs_mpi\": ");
       json_num(f, fig.speedup);
+      fprintf(f, ", \"regret_vs_best\": ");
+      json_num(f, fig.regret);
       fprintf(f, ", \"failures\": %ld}", row->alg[a].failures);
     }
     fprintf(f, "}}");
@@ -541,6 +652,24 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
   } else {
     fputs("null", f);
   }
+  regret_stats_t rg[2];
+  regret_of(run, run->auto_index, &rg[0]);
+  regret_of(run, run->mpi_index, &rg[1]);
+  fprintf(f, ",\n    \"regret\": {");
+  for (int k = 0; k < 2; k++) {
+    fprintf(f, "%s\"%s\": ", k ? ", " : "", k ? "mpi" : "auto");
+    if (rg[k].n == 0) {
+      fputs("null", f);
+      continue;
+    }
+    fprintf(f, "{\"sizes\": %d, \"median\": ", rg[k].n);
+    json_num(f, rg[k].median);
+    fprintf(f, ", \"worst\": ");
+    json_num(f, rg[k].worst);
+    fprintf(f, ", \"worst_bytes\": %zu}", rg[k].worst_bytes);
+  }
+  fprintf(f, ", \"targets\": {\"median\": %.2f, \"worst\": %.2f}}", REGRET_MEDIAN_TARGET,
+          REGRET_WORST_TARGET);
   fprintf(f, ",\n    \"targets\": [");
   for (int t = 0; t < s.ntargets; t++) {
     fprintf(f, "%s\n      {\"what\": ", t ? "," : "");

@@ -18,6 +18,7 @@
 #define MPIAR_TOOL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Exit codes of every tool. */
@@ -140,5 +141,39 @@ int tool_check_memory(double need, const char *what, char *err, size_t errlen);
  * would land in the middle of the output. @return 1 if progress should be shown.
  */
 int tool_progress_wanted(void);
+
+/* ---- Timing rules of the measuring tools (tool_timing.c) ---- */
+
+/*
+ * Repetitions of a size without -i: about iter_bytes / bytes, clamped to [lo, hi], so small
+ * messages get many repetitions for a stable median and large ones few. mpiar-bench and
+ * mpiar-tune use TOOL_ITER_BYTES, TOOL_ITERS_MIN and TOOL_ITERS_MAX.
+ */
+#define TOOL_ITER_BYTES ((size_t)128 << 20)
+#define TOOL_ITERS_MIN 10
+#define TOOL_ITERS_MAX 1000
+int tool_iters_for(size_t bytes, size_t iter_bytes, int lo, int hi);
+
+/* Untimed repetitions before the timed ones: a tenth of them, 1 to 20. */
+int tool_warmup_for(int iters);
+
+/*
+ * The sizes of a sweep: min_bytes, times factor, ... up to max_bytes, each rounded down to whole
+ * elements of esize bytes (at least one) without repeats, at most max_sizes. @return how many.
+ */
+int tool_size_sweep(size_t min_bytes, size_t max_bytes, size_t factor, size_t esize, size_t *out,
+                    int max_sizes);
+
+/*
+ * The order in which one repetition runs the n contenders of a size: a permutation of 0..n-1
+ * drawn from @p seed (the same on every rank, which must run the same collectives in the same
+ * order). A new order per repetition keeps a contender's place in the sequence (what ran just
+ * before it, what its caches hold) from biasing its time: with a fixed order A B C ..., the same
+ * schedule measured in two columns differed by up to 15 % on a loaded machine.
+ */
+void tool_shuffle(int *order, int n, uint64_t seed);
+
+/* The median of v[0..n-1], which is sorted in place; NaN when n == 0. */
+double tool_median(double *v, int n);
 
 #endif /* MPIAR_TOOL_H */

@@ -2,7 +2,8 @@
  * mpiar-kv-replay: replay the gradient tensors of real models through the kvstore, per
  * iteration, and time it.
  *
- * Models (shapes from the published architectures, ImageNet, 1000 classes):
+ * Models (perf/common/models.h: shapes from the published architectures, ImageNet, 1000
+ * classes):
  *   vgg16     Simonyan & Zisserman 2015, configuration D: 13 convolutions and 3 fully connected
  *             layers, a weight and a bias each: 32 tensors, 138,357,544 parameters;
  *   resnet50  He et al. 2016: 53 convolutions (no bias), 53 batch normalisations (gamma and
@@ -35,20 +36,11 @@
 
 #include <mpi.h>
 
+#include "common/models.h"
 #include "common/tool.h"
 #include "mpiar.h"
 #include "mpiar_kv.h"
-
-typedef struct tensor {
-  char name[64];
-  size_t count;
-} tensor_t;
-
-typedef struct model {
-  const char *name;
-  tensor_t *t;
-  size_t n, cap;
-} model_t;
+#include "train_step.h"
 
 static int rank, nranks;
 
@@ -56,78 +48,6 @@ static void die(int rc, const char *what) {
   fprintf(stderr, "worker %d: %s failed: %s (%s)\n", rank, what, mpiar_err_name(rc),
           mpiar_last_error());
   MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static void add(model_t *m, const char *name, size_t count) {
-  if (m->n == m->cap) {
-    m->cap = m->cap ? 2 * m->cap : 64;
-    m->t = realloc(m->t, m->cap * sizeof *m->t);
-    if (m->t == NULL) {
-      die(MPIAR_ERR_NOMEM, "model table");
-    }
-  }
-  snprintf(m->t[m->n].name, sizeof m->t[m->n].name, "%s", name);
-  m->t[m->n].count = count;
-  m->n++;
-}
-
-static void build_vgg16(model_t *m) {
-  /* Configuration D: channels of the 13 convolutions (3x3, with bias), then 3 dense layers. */
-  static const int ch[13] = {64, 64, 128, 128, 256, 256, 256, 512, 512, 512, 512, 512, 512};
-  int in = 3;
-  char name[48];
-  m->name = "vgg16";
-  for (int i = 0; i < 13; i++) {
-    snprintf(name, sizeof name, "conv%d.weight", i + 1);
-    add(m, name, (size_t)ch[i] * (size_t)in * 9);
-    snprintf(name, sizeof name, "conv%d.bias", i + 1);
-    add(m, name, (size_t)ch[i]);
-    in = ch[i];
-  }
-  static const size_t fc_in[3] = {512 * 7 * 7, 4096, 4096}, fc_out[3] = {4096, 4096, 1000};
-  for (int i = 0; i < 3; i++) {
-    snprintf(name, sizeof name, "fc%d.weight", i + 6);
-    add(m, name, fc_out[i] * fc_in[i]);
-    snprintf(name, sizeof name, "fc%d.bias", i + 6);
-    add(m, name, fc_out[i]);
-  }
-}
-
-static void conv_bn(model_t *m, const char *prefix, size_t out, size_t in, size_t k) {
-  char name[64];
-  snprintf(name, sizeof name, "%s.conv", prefix);
-  add(m, name, out * in * k * k);
-  snprintf(name, sizeof name, "%s.bn.gamma", prefix);
-  add(m, name, out);
-  snprintf(name, sizeof name, "%s.bn.beta", prefix);
-  add(m, name, out);
-}
-
-static void build_resnet50(model_t *m) {
-  /* Bottleneck stages: blocks, inner width, output width. */
-  static const int blocks[4] = {3, 4, 6, 3}, mid[4] = {64, 128, 256, 512};
-  char prefix[40];
-  m->name = "resnet50";
-  conv_bn(m, "stem", 64, 3, 7);
-  size_t in = 64;
-  for (int s = 0; s < 4; s++) {
-    size_t w = (size_t)mid[s], out = 4 * w;
-    for (int b = 0; b < blocks[s]; b++) {
-      snprintf(prefix, sizeof prefix, "layer%d.%d.a", s + 1, b);
-      conv_bn(m, prefix, w, in, 1);
-      snprintf(prefix, sizeof prefix, "layer%d.%d.b", s + 1, b);
-      conv_bn(m, prefix, w, w, 3);
-      snprintf(prefix, sizeof prefix, "layer%d.%d.c", s + 1, b);
-      conv_bn(m, prefix, out, w, 1);
-      if (b == 0) {
-        snprintf(prefix, sizeof prefix, "layer%d.%d.down", s + 1, b);
-        conv_bn(m, prefix, out, in, 1);
-      }
-      in = out;
-    }
-  }
-  add(m, "fc.weight", 1000 * 2048);
-  add(m, "fc.bias", 1000);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -140,7 +60,7 @@ static const char *const mode_names[NMODES] = {"kv-per-tensor", "kv-per-tensor-n
                                                "mpi-per-tensor", "mpiar-per-tensor"};
 
 /* Time one mode: warm-up iterations, then `iters` timed ones; returns median and mean in ms. */
-static void run_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
+static void run_mode(int mode, const tool_model_t *m, mpiar_kv_t *kv, float **grads,
                      mpiar_kv_key_t *keys, int warmup, int iters, double *median, double *mean) {
   double *t = calloc((size_t)iters, sizeof *t);
   const void **ins = calloc(m->n, sizeof *ins);
@@ -205,7 +125,7 @@ static float check_input(int r, size_t i, size_t k) {
  * MPI and mpiar sum exactly, the store averages (the exact sum divided once by the worker
  * count, so within one rounding). @return the wrong elements over all workers.
  */
-static long check_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads,
+static long check_mode(int mode, const tool_model_t *m, mpiar_kv_t *kv, float **grads,
                        mpiar_kv_key_t *keys) {
   for (size_t i = 0; i < m->n; i++) {
     for (size_t k = 0; k < m->t[i].count; k++) {
@@ -236,7 +156,7 @@ static long check_mode(int mode, const model_t *m, mpiar_kv_t *kv, float **grads
 }
 
 /* A store averaging float32 gradients with every tensor of the model registered. */
-static mpiar_kv_t *make_store(const model_t *m, const mpiar_kv_key_t *keys, float **grads,
+static mpiar_kv_t *make_store(const tool_model_t *m, const mpiar_kv_key_t *keys, float **grads,
                               int verify, size_t fusion) {
   mpiar_kv_options_t o = MPIAR_KV_OPTIONS_INIT;
   o.op = MPIAR_AVG;
@@ -257,7 +177,8 @@ static mpiar_kv_t *make_store(const model_t *m, const mpiar_kv_key_t *keys, floa
 }
 
 /* @return the wrong results of the checks, over all modes and workers. */
-static long replay(model_t *m, double scale, size_t fusion, int warmup, int iters) {
+static long replay(tool_model_t *m, double scale, size_t fusion, int warmup, int iters,
+                   const kv_train_opts_t *train) {
   size_t total = 0, largest = 0;
   for (size_t i = 0; i < m->n; i++) {
     size_t c = (size_t)ceil((double)m->t[i].count * scale);
@@ -280,6 +201,21 @@ static long replay(model_t *m, double scale, size_t fusion, int warmup, int iter
       grads[i][k] = 0x1p-60f * (float)(1 + (k + i) % 13);
     }
     keys[i] = MPIAR_KV_STR(m->t[i].name);
+  }
+  if (train != NULL) {
+    kv_train_opts_t t = *train;
+    t.warmup = warmup;
+    t.iters = iters;
+    int rc = kv_train_step(&t, m, grads, MPI_COMM_WORLD, rank);
+    if (rc != MPIAR_SUCCESS) {
+      die(rc, "train-step");
+    }
+    for (size_t i = 0; i < m->n; i++) {
+      free(grads[i]);
+    }
+    free(grads);
+    free(keys);
+    return 0;
   }
   /* One store at a time (it holds a copy of the weights), so memory stays at two model copies. */
   mpiar_kv_t *kv = make_store(m, keys, grads, 1, fusion);
@@ -346,7 +282,9 @@ int main(int argc, char **argv) {
   long iters = 10, warmup = 2;
   double scale = 1.0;
   size_t fusion = MPIAR_KV_FUSION_AUTO;
-  int quick = 0, iters_given = 0, warmup_given = 0, scale_given = 0;
+  int quick = 0, iters_given = 0, warmup_given = 0, scale_given = 0, train_step = 0;
+  double node_tflops = 0.5;
+  kv_train_opts_t topts = {.batch = 1};
   const tool_arg_t args[] = {
       {.long_name = "model",
        .kind = TOOL_ARG_CUSTOM,
@@ -388,6 +326,34 @@ int main(int argc, char **argv) {
        .metavar = "BYTES",
        .help = "fusion threshold of the store (0: no fusion; default:\n"
                "MPIAR_FUSION_BYTES, else 64 MiB)"},
+      {.long_name = "train-step",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &train_step,
+       .help = "instead of the modes: a training step (compute per layer, the\n"
+               "gradients allreduced in order as the backward pass makes them),\n"
+               "measured beside the forecast of mpiar-sim --train"},
+      {.long_name = "batch",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &topts.batch,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 1e6,
+       .metavar = "B",
+       .help = "--train-step: samples per rank (default 1)"},
+      {.long_name = "node-tflops",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &node_tflops,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 1e6,
+       .metavar = "R",
+       .help = "--train-step: the compute rate of a node, shared by its ranks\n"
+               "(default 0.5 TFLOP/s)"},
+      {.long_name = "tuning-file",
+       .kind = TOOL_ARG_STRING,
+       .dest = &topts.tuning_file,
+       .metavar = "FILE",
+       .help = "--train-step: the forecast's parameters (mpiar-tune's file)"},
       {.long_name = "quick",
        .kind = TOOL_ARG_FLAG,
        .dest = &quick,
@@ -413,6 +379,7 @@ int main(int argc, char **argv) {
   if (ex >= 0) {
     return ex;
   }
+  topts.node_flops = node_tflops * 1e12;
   if (quick) {
     scale = scale_given ? scale : 1.0 / 32;
     iters = iters_given ? iters : 2;
@@ -422,9 +389,10 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  model_t vgg = {0}, resnet = {0};
-  build_vgg16(&vgg);
-  build_resnet50(&resnet);
+  tool_model_t vgg, resnet;
+  if (tool_model_builtin("vgg16", &vgg) != 0 || tool_model_builtin("resnet50", &resnet) != 0) {
+    die(MPIAR_ERR_NOMEM, "model tables");
+  }
   /* The published totals: a wrong shape table is an error, not a silent benchmark. */
   size_t pv = 0, pr = 0;
   for (size_t i = 0; i < vgg.n; i++) {
@@ -440,16 +408,16 @@ int main(int argc, char **argv) {
   }
   long wrong = 0;
   if (strcmp(which, "all") == 0 || strcmp(which, "resnet50") == 0) {
-    wrong += replay(&resnet, scale, fusion, (int)warmup, (int)iters);
+    wrong += replay(&resnet, scale, fusion, (int)warmup, (int)iters, train_step ? &topts : NULL);
   }
   if (strcmp(which, "all") == 0 || strcmp(which, "vgg16") == 0) {
-    wrong += replay(&vgg, scale, fusion, (int)warmup, (int)iters);
+    wrong += replay(&vgg, scale, fusion, (int)warmup, (int)iters, train_step ? &topts : NULL);
   }
   if (rank == 0) {
     printf("check: %ld wrong results\n", wrong);
   }
-  free(vgg.t);
-  free(resnet.t);
+  tool_model_free(&vgg);
+  tool_model_free(&resnet);
   MPI_Finalize();
   return wrong ? TOOL_EXIT_FAIL : TOOL_EXIT_OK;
 }

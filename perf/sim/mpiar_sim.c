@@ -14,6 +14,8 @@
 #include "algorithms/algorithms.h"
 #include "common/tool.h"
 #include "sim/sim.h"
+#include "train_cli.h"
+#include "tuning/tuning.h"
 
 typedef struct opts {
   const char *algorithm;
@@ -27,6 +29,7 @@ typedef struct opts {
   mpiar_dtype_t dtype;
   mpiar_op_t op;
   int in_place, data, print, sweep, json, reproducible;
+  int every_rank; /* --every-rank: no quotient simulation */
   long root, print_rank;
   size_t sizes[32];
   int nsizes;
@@ -39,6 +42,10 @@ typedef struct opts {
   int have_nodes, have_ppn, have_alpha_inter, have_beta_inter, rank_given;
   mpiar__topology_t topo;
   int have_topo;
+  /* --train: the training-step predictor (train_cli.h). */
+  train_cli_t train;
+  int have_train_opts; /* an option that only --train takes was given */
+  int no_overlap;
 } opts_t;
 
 #define MAX_NODE_LIST 4096
@@ -221,6 +228,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.topology = o->have_topo ? &o->topo : NULL;
   cfg.seed = (uint64_t)o->seed;
   cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
+  /* Timing only: one representative per class of a symmetry, where the schedules have one. */
+  cfg.quotient = !cfg.data && !o->every_rank;
   if (o->print) {
     mpiar__schedule_t s;
     int rc = mpiar__sim_build(&cfg, (int)o->print_rank, &s);
@@ -261,6 +270,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            res.bytes_reduced_max, res.scratch_bytes_max, res.steps, cfg.data ? "true" : "false",
            res.hazards_checked ? "true" : "false", res.ok ? "true" : "false");
     json_string(res.ok ? "" : res.error);
+    printf(", \"ranks_simulated\": %d, \"symmetry\": ", res.reps);
+    json_string(res.symmetry);
     if (o->have_topo) {
       printf(", \"nodes\": %d, \"max_node_size\": %d, \"alpha_inter\": %.17g, "
              "\"beta_inter\": %.17g, \"inter_messages\": %zu, \"inter_bytes_total\": %zu, "
@@ -298,6 +309,9 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
              "in all\n",
              res.node_bytes_sent_max, res.node_bytes_received_max, res.inter_messages,
              res.inter_bytes_total);
+    }
+    if (res.reps < p) {
+      printf("simulated      %d of %d ranks (%s)\n", res.reps, p, res.symmetry);
     }
     printf("checks         %s%s%s\n", res.ok ? "ok" : "FAILED",
            cfg.data ? " (data" : " (matching only", res.hazards_checked ? ", hazards)" : ")");
@@ -340,11 +354,11 @@ static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, 
   if (seg && m < 2) {
     return NAN; /* one segment would hold the block: same as unsegmented */
   }
-  const double steps = (double)p * 4.0 * (p > 1 ? p - 1 : 1) * m;
-  if (steps > SWEEP_MAX_STEPS) {
-    return NAN;
-  }
   mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  /* Timing only, one representative per class of a symmetry where there is one; a run that
+   * would still simulate more than SWEEP_MAX_STEPS steps is skipped. */
+  cfg.quotient = !o->every_rank;
+  cfg.max_steps = SWEEP_MAX_STEPS;
   cfg.algorithm = alg;
   cfg.nranks = p;
   cfg.count = bytes / es;
@@ -356,7 +370,11 @@ static double sweep_time(const opts_t *o, const mpiar__algorithm_t *alg, int p, 
   cfg.data = 0;
   cfg.check_hazards = 0;
   mpiar__sim_result_t res;
-  if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+  const int rc = mpiar__sim_run(&cfg, &res);
+  if (rc == MPIAR_ERR_UNSUPPORTED) {
+    return NAN; /* too many steps to simulate: not run */
+  }
+  if (rc != MPIAR_SUCCESS || !res.ok) {
     fprintf(stderr, "mpiar-sim: %s p=%d bytes=%zu segment=%zu: %s\n", alg->name, p, bytes, seg,
             res.ok ? mpiar_last_error() : res.error);
     (*failures)++;
@@ -746,6 +764,56 @@ static int dispatch(opts_t *o, const tool_spec_t *spec) {
   return run_one(o, alg);
 }
 
+/* --train: check what the predictor cannot take, fill in its defaults, print the table. */
+static int run_train(opts_t *o, const tool_spec_t *spec) {
+  if (o->sweep || o->print || o->have_bytes || o->nranks_list > 0 || o->have_nodes ||
+      o->nnode_sizes > 0 || o->nmap > 0 || o->bcast || o->reproducible) {
+    return tool_usage_error(spec, "--train takes --node-counts and --ppn for the ranks; drop "
+                                  "--sweep, --print-schedule, --bytes, --ranks, --nodes, "
+                                  "--node-sizes, --map, --collective and --reproducible");
+  }
+  train_cli_t *t = &o->train;
+  if (o->algorithm != NULL && (t->algorithm = mpiar__algorithm_find(o->algorithm)) == NULL) {
+    return tool_usage_error(spec, "--algorithm: '%s' is not a registry algorithm", o->algorithm);
+  }
+  if (t->nps > 0 && t->algorithm != NULL) {
+    return tool_usage_error(spec, "--ps-servers compares with the model's choice: drop "
+                                  "--algorithm");
+  }
+  if (t->links.n > 0 && o->have_beta_inter) {
+    return tool_usage_error(spec, "--link-gbps and --beta-inter both set the link");
+  }
+  if (t->tuning_file != NULL && !mpiar__tuning_supported()) {
+    return tool_usage_error(spec, "--tuning-file: this build reads no tuning file (no "
+                                  "libjansson)");
+  }
+  if (t->nnodes == 0) {
+    for (long n = 1; n <= 1024; n *= 2) {
+      t->node_counts[t->nnodes++] = n;
+    }
+  }
+  if (t->nfusion == 0) {
+    t->fusion[t->nfusion++] = (size_t)64 << 20;
+  }
+  if (t->flops.n == 0) {
+    t->flops.v[t->flops.n++] = 1.0;
+  }
+  if (t->links.n == 0 && !o->have_beta_inter) {
+    t->links.v[t->links.n++] = 25.0;
+  }
+  t->ppn = o->have_ppn ? (int)o->ppn : 1;
+  t->overlap = !o->no_overlap;
+  t->cost = o->cost;
+  if (!o->have_alpha_inter) {
+    t->cost.alpha_inter = o->cost.alpha;
+  }
+  t->have_alpha_inter = o->have_alpha_inter;
+  t->have_beta_inter = o->have_beta_inter;
+  t->segment_bytes = o->segment_bytes;
+  t->json = o->json;
+  return train_run(t, spec);
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -757,6 +825,8 @@ int main(int argc, char **argv) {
   o.data = -1;
   o.print_rank = -1;
   o.seed = 1;
+  o.train.batch = 32;
+  o.train.backward_factor = 2;
   char algs[512];
   algorithm_names(algs, sizeof algs);
   const tool_arg_t args[] = {
@@ -905,6 +975,11 @@ int main(int argc, char **argv) {
        .dest = &o.data,
        .off = 1,
        .help = "matching and timing only"},
+      {.long_name = "every-rank",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.every_rank,
+       .help = "timing runs simulate every rank (default: one representative\n"
+               "per class of a symmetry of the schedules, where there is one)"},
       {.long_name = "seed",
        .kind = TOOL_ARG_INT,
        .dest = &o.seed,
@@ -941,6 +1016,90 @@ int main(int argc, char **argv) {
        .kind = TOOL_ARG_FLAG,
        .dest = &o.json,
        .help = "print JSON instead of text"},
+      {.long_name = "train",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.train.model,
+       .metavar = "MODEL",
+       .help = "predict a data-parallel training step of MODEL (vgg16,\n"
+               "resnet50, or a model file) on --node-counts nodes of --ppn\n"
+               "ranks; --algorithm forces one, else the cost model chooses"},
+      {.long_name = "node-counts",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.train.node_counts,
+       .nitems = &o.train.nnodes,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 1,
+       .hi = 1 << 16,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: node counts (default 1,2,4,...,1024)"},
+      {.long_name = "batch",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.train.batch,
+       .dlo = 0,
+       .dlo_open = 1,
+       .dhi = 1e9,
+       .given = &o.have_train_opts,
+       .metavar = "B",
+       .help = "--train: samples per rank (default 32)"},
+      {.long_name = "node-tflops",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.train.flops,
+       .parse = train_parse_doubles,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: FLOP rate of a node in TFLOP/s, shared by its\n"
+               "ranks (default 1)"},
+      {.long_name = "link-gbps",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o.train.links,
+       .parse = train_parse_doubles,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: node link bit rates, Gb/s: beta between nodes is\n"
+               "8 / rate (default 25, or --beta-inter)"},
+      {.long_name = "fusion",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o.train.fusion,
+       .nitems = &o.train.nfusion,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 0,
+       .hi = TOOL_SIZE_MAX,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: fusion buffer sizes (0: a message per tensor;\n"
+               "default 64M)"},
+      {.long_name = "ps-servers",
+       .kind = TOOL_ARG_INT_LIST,
+       .dest = o.train.ps,
+       .nitems = &o.train.nps,
+       .max_items = TRAIN_LIST_MAX,
+       .lo = 1,
+       .hi = 1 << 16,
+       .given = &o.have_train_opts,
+       .metavar = "LIST",
+       .help = "--train: also a parameter server of each of these server\n"
+               "counts, beside the allreduce"},
+      {.long_name = "backward-factor",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.train.backward_factor,
+       .dlo = 0,
+       .dhi = 100,
+       .given = &o.have_train_opts,
+       .metavar = "X",
+       .help = "--train: backward FLOPs per forward FLOP (default 2)"},
+      {.long_name = "no-overlap",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.no_overlap,
+       .given = &o.have_train_opts,
+       .help = "--train: communication starts after the backward pass"},
+      {.long_name = "tuning-file",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.train.tuning_file,
+       .given = &o.have_train_opts,
+       .metavar = "FILE",
+       .help = "--train: alpha, beta, gamma (float32) and the inter-node\n"
+               "terms fitted by mpiar-tune, instead of --alpha/--beta/--gamma"},
       {.long_name = "reproducible",
        .kind = TOOL_ARG_FLAG,
        .dest = &o.reproducible,
@@ -952,13 +1111,19 @@ int main(int argc, char **argv) {
                "       mpiar-sim --algorithm A --ranks P --bytes N --print-schedule --rank R\n"
                "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
                "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
-               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]",
+               "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]\n"
+               "       mpiar-sim --train MODEL [--node-counts LIST] [--ppn K] [--batch B]\n"
+               "                 [--node-tflops LIST] [--link-gbps LIST] [--fusion LIST]\n"
+               "                 [--ps-servers LIST] [options]",
       .about = "Runs one collective's schedules for P ranks in the simulator (no MPI) and prints\n"
                "the modelled time, bandwidths and traffic; prints a rank's schedule; or sweeps a\n"
                "grid of rank counts and sizes and names the fastest algorithm for each. With a\n"
                "topology (--nodes and --ppn, --node-sizes, or --map) the model has two levels:\n"
                "without --algorithm it prints every algorithm's time per size on it, the winner\n"
-               "and each one's traffic on the node links.",
+               "and each one's traffic on the node links. With --train it predicts one\n"
+               "data-parallel training step per configuration (perf/sim/train.h): step time,\n"
+               "communication not hidden by the backward pass, and scaling efficiency against\n"
+               "one node.",
       .epilogue = "A simulation whose checks fail (deadlock, unmatched message, hazard, wrong\n"
                   "result) prints them and ends with exit code 1.",
       .args = args,
@@ -976,6 +1141,14 @@ int main(int argc, char **argv) {
   if (o.segment_bytes % es != 0) {
     return tool_usage_error(&spec, "--segment must be a multiple of the element size (%s)",
                             mpiar_dtype_name(o.dtype));
+  }
+  if (o.train.model != NULL) {
+    return run_train(&o, &spec);
+  }
+  if (o.have_train_opts) {
+    return tool_usage_error(&spec, "--node-counts, --batch, --node-tflops, --link-gbps, --fusion, "
+                                   "--ps-servers, --backward-factor, --no-overlap and "
+                                   "--tuning-file go with --train");
   }
   int tex = build_topology(&o, &spec);
   if (tex >= 0) {

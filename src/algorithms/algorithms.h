@@ -69,6 +69,15 @@ typedef struct mpiar__algorithm {
   const char *summary; /* one line for --help and the docs */
 } mpiar__algorithm_t;
 
+/*
+ * The segment in elements a run uses for @p seg_bytes (0: none): at least MPIAR__SEGMENT_MIN
+ * bytes, and large enough that a ring block (count / p elements) has at most
+ * MPIAR__SEGMENTS_MAX segments, so a plan's size stays bounded whatever is asked. The library's
+ * plans, mpiar-tune, mpiar-bench and the training-step predictor all apply it.
+ */
+#define MPIAR__SEGMENTS_MAX 1024
+size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks);
+
 /* The registry: mpiar__algorithms[0 .. mpiar__algorithm_count - 1]. */
 extern const mpiar__algorithm_t mpiar__algorithms[];
 extern const int mpiar__algorithm_count;

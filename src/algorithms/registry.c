@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
+#include "base/settings.h"
 
 const mpiar__algorithm_t mpiar__algorithms[] = {
     {"ring", mpiar__build_ring, mpiar__cost_ring, MPIAR__ALG_SEGMENTED,
@@ -81,4 +82,18 @@ const char *mpiar_algorithm_name(int index) {
     return NULL;
   }
   return mpiar__algorithms[index].name;
+}
+
+/* The segment rule of every run (library, tools, simulator): see algorithms.h. */
+size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
+  if (seg_bytes == 0) {
+    return 0;
+  }
+  if (seg_bytes < MPIAR__SEGMENT_MIN) {
+    seg_bytes = MPIAR__SEGMENT_MIN;
+  }
+  size_t seg = (seg_bytes + es - 1) / es;
+  size_t block = (count + (size_t)nranks - 1) / (size_t)nranks;
+  size_t floor = (block + MPIAR__SEGMENTS_MAX - 1) / MPIAR__SEGMENTS_MAX;
+  return seg > floor ? seg : floor;
 }

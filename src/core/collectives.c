@@ -25,10 +25,11 @@ typedef struct call {
   mpiar_options_t opts; /* the caller's, completed with defaults */
 } call_t;
 
-/* Report a new choice once per communicator (rank 0 only) under MPIAR_DEBUG=1. */
+/* Report a new choice once per communicator (rank 0 only) under MPIAR_DEBUG=1, with where it
+ * came from. */
 static void report_choice(mpiar__context_t *ctx, const char *coll, const char *name,
-                          const void *builder, size_t bytes, size_t segment_elems,
-                          size_t elem_size) {
+                          const void *builder, size_t bytes, size_t segment_elems, size_t elem_size,
+                          const mpiar__choice_t *choice) {
   if (ctx->rank != 0) {
     return;
   }
@@ -46,8 +47,12 @@ static void report_choice(mpiar__context_t *ctx, const char *coll, const char *n
   ctx->reported[slot].builder = builder;
   ctx->reported[slot].segment_elems = segment_elems;
   ctx->reported[slot].bytes_bucket = bucket;
-  fprintf(stderr, "mpiar: %s of %zu bytes on %d ranks: %s, segment %zu bytes\n", coll, bytes,
-          ctx->size, name, segment_elems * elem_size);
+  char source[640] = "cost model";
+  if (choice != NULL) {
+    mpiar__choice_describe(ctx, choice, source, sizeof source);
+  }
+  fprintf(stderr, "mpiar: %s of %zu bytes on %d ranks: %s, segment %zu bytes (source: %s)\n", coll,
+          bytes, ctx->size, name, segment_elems * elem_size, source);
 }
 
 /* The caller's options, checked: struct_size tells which fields the caller's header had. */
@@ -75,7 +80,7 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
 
 /* Checks that need no communicator: settings, datatype, count, buffers, operation. */
 static int check_args(const call_t *c, const mpiar__settings_t **set) {
-  int rc = mpiar__settings(set);
+  int rc = mpiar__settings_checked(set, NULL);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
@@ -117,24 +122,6 @@ static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
   return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
 }
 
-/*
- * The segment in elements a plan uses: at least MPIAR__SEGMENT_MIN bytes, and large enough that a
- * ring block (count / p elements) has at most MPIAR__SEGMENTS_MAX segments, so a plan's size stays
- * bounded whatever is asked.
- */
-#define MPIAR__SEGMENTS_MAX 1024
-static size_t segment_elems(size_t seg_bytes, size_t count, size_t es, int nranks) {
-  if (seg_bytes == 0) {
-    return 0;
-  }
-  if (seg_bytes < MPIAR__SEGMENT_MIN) {
-    seg_bytes = MPIAR__SEGMENT_MIN;
-  }
-  size_t seg = (seg_bytes + es - 1) / es;
-  size_t block = (count + (size_t)nranks - 1) / (size_t)nranks;
-  size_t floor = (block + MPIAR__SEGMENTS_MAX - 1) / MPIAR__SEGMENTS_MAX;
-  return seg > floor ? seg : floor;
-}
 
 /*
  * The registry index of an algorithm, for the argument check: allreduce and broadcast entries by
@@ -174,6 +161,8 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   size_t es = mpiar_dtype_size(c->dtype);
   size_t bytes = c->count * es;
   const mpiar__algorithm_t *alg = NULL;
+  mpiar__choice_t choice = {0};
+  int have_choice = 0;
   size_t seg_bytes = 0;
   int in_place = 1;
   int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
@@ -190,28 +179,23 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
                     set->segment_bytes == 0;
     if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
-        ctx->last_choice.elem_size == es && ctx->last_choice.reproducible == reproducible &&
-        (!reproducible || ctx->last_choice.dtype == c->dtype)) {
-      alg = ctx->last_choice.alg;
-      seg_bytes = ctx->last_choice.segment_bytes;
+        ctx->last_choice.dtype == c->dtype && ctx->last_choice.reproducible == reproducible) {
+      choice = ctx->last_choice.choice;
     } else {
-      if (automatic && reproducible) {
-        mpiar__select_reproducible(bytes, c->dtype, ctx->size, ctx->has_topo ? &ctx->topo : NULL,
-                                   &alg, &seg_bytes);
-      } else {
-        rc = mpiar__select(set, c->opts.algorithm, c->opts.segment_bytes, bytes, es, ctx->size,
-                           ctx->has_topo ? &ctx->topo : NULL, &alg, &seg_bytes);
-      }
+      rc = mpiar__select(set, &ctx->selector, c->opts.algorithm, c->opts.segment_bytes, bytes,
+                         c->dtype, ctx->size, ctx->has_topo ? &ctx->topo : NULL,
+                         automatic && reproducible, &choice);
       if (rc == MPIAR_SUCCESS && automatic) {
         ctx->last_choice.valid = 1;
         ctx->last_choice.bytes = bytes;
-        ctx->last_choice.elem_size = es;
-        ctx->last_choice.reproducible = reproducible;
         ctx->last_choice.dtype = c->dtype;
-        ctx->last_choice.alg = alg;
-        ctx->last_choice.segment_bytes = seg_bytes;
+        ctx->last_choice.reproducible = reproducible;
+        ctx->last_choice.choice = choice;
       }
     }
+    alg = choice.alg;
+    seg_bytes = choice.segment_bytes;
+    have_choice = 1;
   }
   if (rc != MPIAR_SUCCESS) {
     goto fail;
@@ -227,7 +211,7 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
       .elem_size = es,
       .builder = alg,
       .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED)
-                           ? segment_elems(seg_bytes, c->count, es, ctx->size)
+                           ? mpiar__segment_elems(seg_bytes, c->count, es, ctx->size)
                            : 0,
       .in_place = in_place,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
@@ -239,7 +223,7 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   }
   if (mpiar__plans_built != built && set->debug) {
     report_choice(ctx, c->coll == MPIAR__COLL_BCAST ? "bcast" : "allreduce", alg->name, alg, bytes,
-                  key.segment_elems, es);
+                  key.segment_elems, es, have_choice ? &choice : NULL);
   }
   mpiar__request_t *r = NULL;
   if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
@@ -277,15 +261,18 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   const mpiar__settings_t *set = NULL;
   mpiar__settings(&set);
   size_t es = mpiar_dtype_size(dtype);
-  const mpiar__algorithm_t *alg = NULL;
-  size_t seg = 0;
   mpiar__settings_t automatic = *set;
   automatic.algorithm[0] = '\0';
   automatic.segment_bytes = 0;
-  int rc = mpiar__select(&automatic, NULL, 0, count * es, es, ctx->size, NULL, &alg, &seg);
+  /* The library's own messages (context creation) use the built-in model: no tuning file is
+   * agreed on yet, and every rank must choose alike. */
+  mpiar__choice_t choice;
+  int rc = mpiar__select(&automatic, NULL, NULL, 0, count * es, dtype, ctx->size, NULL, 0,
+                         &choice);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
+  const mpiar__algorithm_t *alg = choice.alg;
   mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
                            .count = count,
                            .elem_size = es,
@@ -487,7 +474,7 @@ int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts) {
     return rc;
   }
   const mpiar__settings_t *set = NULL;
-  if ((rc = mpiar__settings(&set)) != MPIAR_SUCCESS) {
+  if ((rc = mpiar__settings_checked(&set, NULL)) != MPIAR_SUCCESS) {
     return rc;
   }
   long timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : (o.timeout_ms < 0 ? 0 : set->timeout_ms);
@@ -497,4 +484,36 @@ int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts) {
   }
   mpiar__context_leave(ctx);
   return MPIAR_SUCCESS;
+}
+
+int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const char **algorithm,
+                      size_t *segment_bytes, const char **source) {
+  mpiar__error_clear();
+  size_t es = mpiar_dtype_size(dtype);
+  if (algorithm == NULL || segment_bytes == NULL || es == 0 || count > SIZE_MAX / es / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "mpiar_select_comm needs a valid datatype, a count that fits and two "
+                        "results");
+  }
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings_checked(&set, NULL);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__context_t *ctx = NULL;
+  if ((rc = mpiar__context_enter(comm, set->timeout_ms, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  mpiar__choice_t ch;
+  rc = mpiar__select(set, &ctx->selector, NULL, 0, count * es, dtype, ctx->size,
+                     ctx->has_topo ? &ctx->topo : NULL, set->reproducible, &ch);
+  if (rc == MPIAR_SUCCESS) {
+    *algorithm = ch.alg->name;
+    *segment_bytes = ch.segment_bytes;
+    if (source != NULL) {
+      *source = mpiar__source_name(ch.source);
+    }
+  }
+  mpiar__context_leave(ctx);
+  return rc;
 }

@@ -555,22 +555,31 @@ static uint64_t node_key(void) {
   return h | 1; /* never 0, the value of ranks not yet heard from */
 }
 
-/* Every rank's node key (an allreduce of one slot per rank), then this rank's node size. */
-static int find_nodes(mpiar__context_t *ctx, long timeout_ms) {
+/*
+ * Every rank's node key (an allreduce of one slot per rank), then this rank's node size. Two more
+ * slots carry the selector key (mpiar__selector_key(): the tuning file and the machine) and its
+ * complement, so that after the maximum every rank knows whether all of them hold the same one
+ * (*agreed), and their table decisions agree.
+ */
+static int find_nodes(mpiar__context_t *ctx, long timeout_ms, uint64_t selector_key, int *agreed) {
   ctx->local_ranks = 1;
+  *agreed = 1;
   if (ctx->size == 1) {
     return MPIAR_SUCCESS;
   }
-  uint64_t *keys = calloc((size_t)ctx->size, sizeof *keys);
+  uint64_t *keys = calloc((size_t)ctx->size + 2, sizeof *keys);
   ctx->node_of = calloc((size_t)ctx->size, sizeof *ctx->node_of);
   if (keys == NULL || ctx->node_of == NULL) {
     free(keys);
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
   }
   keys[ctx->rank] = node_key();
-  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size, MPIAR_UINT64, MPIAR_MAX,
+  keys[ctx->size] = selector_key;
+  keys[ctx->size + 1] = ~selector_key;
+  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size + 2, MPIAR_UINT64, MPIAR_MAX,
                                      timeout_ms);
   if (rc == MPIAR_SUCCESS) {
+    *agreed = keys[ctx->size] == selector_key && keys[ctx->size + 1] == ~selector_key;
     int nodes = 0;
     for (int r = 0; r < ctx->size; r++) {
       int first = r;
@@ -608,7 +617,11 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
   if (ctx->slot_req == NULL || ctx->held == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
   }
-  int rc = find_nodes(ctx, timeout_ms);
+  /* The tuning file was loaded by the call that got here (mpiar__settings_checked). */
+  const mpiar__tuning_t *tuning = NULL;
+  mpiar__tuning_get(set->tuning_file, &tuning);
+  int agreed = 1;
+  int rc = find_nodes(ctx, timeout_ms, mpiar__selector_key(tuning), &agreed);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
@@ -619,6 +632,7 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
     }
     ctx->has_topo = 1;
   }
+  mpiar__selector_init(ctx, tuning, agreed);
   /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
    * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
   int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);

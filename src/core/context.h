@@ -35,6 +35,7 @@
 #include "base/settings.h"
 #include "schedule/schedule.h"
 #include "schedule/topology.h"
+#include "tuning/tuning.h"
 
 /* Bits of the builders' step tags (schedule.h: tags < MPIAR__TAG_LIMIT = 2^MPIAR__TAG_BITS). */
 #define MPIAR__TAG_BITS 10
@@ -70,6 +71,33 @@ typedef struct mpiar__piece {
 
 struct mpiar_request;
 struct mpiar__context;
+
+/* Where a choice of algorithm came from (MPIAR_DEBUG=1 prints it with the choice). */
+typedef enum mpiar__source {
+  MPIAR__SRC_OPTION = 0, /* the call's options named the algorithm */
+  MPIAR__SRC_ENV,        /* MPIAR_ALGORITHM */
+  MPIAR__SRC_TABLE,      /* the tuning file's table */
+  MPIAR__SRC_FITTED,     /* the cost model with the tuning file's fitted parameters */
+  MPIAR__SRC_BUILTIN     /* the cost model with the built-in parameters */
+} mpiar__source_t;
+
+/*
+ * What the automatic choices of one communicator use, set when its context is created: the
+ * process's tuning file, if the ranks agree on it, and whether its table applies here.
+ */
+typedef struct mpiar__selector {
+  const mpiar__tuning_t *tuning; /* NULL: no file (or the ranks disagree: built-in model) */
+  int table;                     /* 1: the table was measured on a communicator like this one */
+  char why[320];                 /* why the file's table (or the file) is not used */
+} mpiar__selector_t;
+
+/* One choice: the algorithm, its segment, and where it came from. */
+typedef struct mpiar__choice {
+  const mpiar__algorithm_t *alg;
+  size_t segment_bytes;
+  int source;                         /* mpiar__source_t */
+  const mpiar__tuning_range_t *range; /* MPIAR__SRC_TABLE: the range that decided */
+} mpiar__choice_t;
 
 typedef struct mpiar__plan {
   mpiar__plan_key_t key;
@@ -171,14 +199,16 @@ typedef struct mpiar__context {
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
   mpiar__plan_t *lru_head, *lru_tail;
   int nplans;
-  /* The last automatic choice, so that a loop of same-size calls skips the cost model. */
+  /* What automatic choices use (tuning file, whether its table applies). */
+  mpiar__selector_t selector;
+  /* The last automatic choice, so that a loop of same-size calls skips the selector. The
+   * choice depends on the datatype (a table per type, gamma per type). */
   struct {
     int valid;
-    size_t bytes, elem_size;
+    size_t bytes;
     int reproducible;
     mpiar_dtype_t dtype;
-    const mpiar__algorithm_t *alg;
-    size_t segment_bytes;
+    mpiar__choice_t choice;
   } last_choice;
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
@@ -381,16 +411,46 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
 
 /* ---- select.c ---- */
 
-/* The selector: per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then built-in. */
-int mpiar__select(const mpiar__settings_t *set, const char *requested,
-                  size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
-                  const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
-                  size_t *segment_bytes);
+/*
+ * The selector: the per-call name, then MPIAR_ALGORITHM / MPIAR_SEGMENT_BYTES, then the tuning
+ * table of @p sel (NULL: none) where it applies and covers (bytes, dtype), then the cost model
+ * (the tuning file's fitted parameters, else built-in) on topology @p topo (NULL: flat;
+ * hierarchical entries compete only on a hierarchical one). The choice is a registry entry; with
+ * @p reproducible the model costs each entry as its reproducible replacement, and the caller
+ * runs that replacement (mpiar__algorithm_reproducible()), as for a named or tabled algorithm.
+ */
+int mpiar__select(const mpiar__settings_t *set, const mpiar__selector_t *sel, const char *requested,
+                  size_t requested_segment_bytes, size_t bytes, mpiar_dtype_t dtype, int nranks,
+                  const mpiar__topology_t *topo, int reproducible, mpiar__choice_t *out);
 
-/* The automatic choice in reproducible mode: the cheapest reproducible replacement. */
-void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
-                                const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
-                                size_t *segment_bytes);
+/* "tuning table", "MPIAR_ALGORITHM", ... for an mpiar__source_t. */
+const char *mpiar__source_name(int source);
+
+/* One line for MPIAR_DEBUG=1: where @p ch came from, with the file, range or reason. */
+void mpiar__choice_describe(const mpiar__context_t *ctx, const mpiar__choice_t *ch, char *buf,
+                            size_t len);
+
+/*
+ * Settings, MPIAR_ALGORITHM against the registry, and the tuning file (loaded at the first call
+ * that needs it; *tuning is NULL without one; may be NULL). Every entry point that reads settings
+ * calls this, so a bad value or file fails every call alike.
+ */
+int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning);
+
+/* This process's machine: MPI library, CPU model, kernel level (computed once). */
+void mpiar__fingerprint_here(mpiar__fingerprint_t *fp);
+
+/*
+ * A value every rank of a communicator must share for its table decision to be the same on all
+ * of them: the tuning file's hash and this machine's fingerprint (a constant without a file).
+ */
+uint64_t mpiar__selector_key(const mpiar__tuning_t *t);
+
+/*
+ * Set ctx->selector from the process's tuning file @p t (NULL: none) once the node map is known;
+ * @p agreed: every rank had the same mpiar__selector_key() (else the built-in model is used).
+ */
+void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int agreed);
 
 /* Broadcast selection: per-call name, else the cheapest under the cost model. */
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,

@@ -1,21 +1,30 @@
 /*
  * Algorithm selection. Precedence: the per-call option, then MPIAR_ALGORITHM (and
- * MPIAR_SEGMENT_BYTES), then the built-in choice, which is the cheapest algorithm (and segment
- * size) under the alpha-beta-gamma cost model with parameters measured on a shared-memory node.
+ * MPIAR_SEGMENT_BYTES), then the table of the tuning file (MPIAR_TUNING_FILE, written by
+ * mpiar-tune) where it was measured on a communicator like this one and on this machine, then
+ * the cheapest algorithm (and segment size) under the alpha-beta-gamma cost model, with the
+ * tuning file's fitted parameters when there is a file and the built-in ones otherwise.
+ *
+ * Every rank of a communicator must choose alike: the table applies or not by what the ranks
+ * agreed on when the context was created (the same file and machine everywhere, see
+ * mpiar__selector_init), and the model's inputs are the same on every rank.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/context.h"
+#include "reduce_kernels/kernels.h"
 
 /*
- * Cost-model parameters of the built-in choice, fitted to two ranks of one node with MPICH 4
- * (ch4:ucx, shared memory) with mpiar-bench: about 1 us per message (the 8-byte exchange), the
- * point-to-point exchange bandwidth of 9.4 GB/s at 1..16 MiB, and 8 MiB of float32 reduced in
- * 0.5 ms inside a ring. With them recursive doubling wins below 2 alpha / gamma = 32 KiB at p = 2,
- * as measured (README, "Performance").
+ * Cost-model parameters of the built-in choice, for machines without a tuning file, fitted to
+ * two ranks of one node with MPICH 4 (ch4:ucx, shared memory) with mpiar-bench: about 1 us per
+ * message (the 8-byte exchange), the point-to-point exchange bandwidth of 9.4 GB/s at 1..16 MiB,
+ * and 8 MiB of float32 reduced in 0.5 ms inside a ring. With them recursive doubling wins below
+ * 2 alpha / gamma = 32 KiB at p = 2, as measured (README, "Performance").
  */
 static const mpiar__cost_params_t builtin_params = {
     .alpha = 1.0e-6,
@@ -32,9 +41,134 @@ static const mpiar__cost_params_t builtin_params = {
  * segments below 1 MiB slow the ring down (each is a rendezvous handshake, and the transfer is a
  * copy by the receiving CPU, so it cannot overlap a reduction on the same core); 4 MiB segments
  * help only from about 32 MiB. The cost model does not see either effect, so the candidates
- * carry the measurement.
+ * carry the measurement. With fitted parameters the model considers the same candidates: they
+ * are where it is known to rank segments right; a tuning table measures all of mpiar-tune's.
  */
 static const size_t segment_candidates[] = {0, 4 << 20};
+
+static const char *const source_names[] = {
+    [MPIAR__SRC_OPTION] = "the call's options",
+    [MPIAR__SRC_ENV] = "MPIAR_ALGORITHM",
+    [MPIAR__SRC_TABLE] = "tuning table",
+    [MPIAR__SRC_FITTED] = "model with fitted parameters",
+    [MPIAR__SRC_BUILTIN] = "model with built-in parameters",
+};
+
+const char *mpiar__source_name(int source) {
+  return (unsigned)source < sizeof source_names / sizeof source_names[0] ? source_names[source]
+                                                                         : "?";
+}
+
+/* ---- This machine ------------------------------------------------------------------------- */
+
+/* The CPU model from /proc/cpuinfo ("unknown" where there is none). */
+static void cpu_model(char *out, size_t len) {
+  snprintf(out, len, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f == NULL) {
+    return;
+  }
+  char line[512];
+  while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "model name", 10) == 0) {
+      const char *v = strchr(line, ':');
+      if (v != NULL) {
+        v++;
+        while (*v == ' ' || *v == '\t') {
+          v++;
+        }
+        snprintf(out, len, "%.*s", (int)strcspn(v, "\n"), v);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static pthread_once_t fingerprint_once = PTHREAD_ONCE_INIT;
+static mpiar__fingerprint_t fingerprint;
+
+static void fingerprint_init(void) {
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) {
+    len = 0;
+  }
+  lib[len < (int)sizeof lib ? len : (int)sizeof lib - 1] = '\0';
+  lib[strcspn(lib, "\n\r")] = '\0';
+  /* "MPICH Version:\t4.0.2": runs of blanks become one space. */
+  size_t w = 0;
+  for (size_t r = 0; lib[r] != '\0'; r++) {
+    int blank = lib[r] == ' ' || lib[r] == '\t';
+    if (!blank || (w > 0 && lib[w - 1] != ' ')) {
+      lib[w++] = blank ? ' ' : lib[r];
+    }
+  }
+  while (w > 0 && lib[w - 1] == ' ') {
+    w--;
+  }
+  lib[w] = '\0';
+  snprintf(fingerprint.mpi_library, sizeof fingerprint.mpi_library, "%.*s",
+           (int)sizeof fingerprint.mpi_library - 1, lib);
+  cpu_model(fingerprint.cpu, sizeof fingerprint.cpu);
+  const char *level = mpiar_kernel_level();
+  snprintf(fingerprint.kernel_level, sizeof fingerprint.kernel_level, "%s",
+           level ? level : "unknown");
+}
+
+void mpiar__fingerprint_here(mpiar__fingerprint_t *fp) {
+  pthread_once(&fingerprint_once, fingerprint_init);
+  *fp = fingerprint;
+}
+
+uint64_t mpiar__selector_key(const mpiar__tuning_t *t) {
+  if (t == NULL) {
+    return 0x9e3779b97f4a7c15ULL;
+  }
+  mpiar__fingerprint_t fp;
+  mpiar__fingerprint_here(&fp);
+  uint64_t h = t->hash;
+  const char *parts[3] = {fp.mpi_library, fp.cpu, fp.kernel_level};
+  for (int i = 0; i < 3; i++) {
+    for (const char *c = parts[i]; *c != '\0'; c++) {
+      h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+    }
+    h = (h ^ 0xff) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
+void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int agreed) {
+  mpiar__selector_t *sel = &ctx->selector;
+  memset(sel, 0, sizeof *sel);
+  if (t == NULL) {
+    return;
+  }
+  if (!agreed) {
+    /* The ranks hold different files or run on different machines: each rank's own view would
+     * make them choose differently, so all of them use the built-in model. */
+    snprintf(sel->why, sizeof sel->why,
+             "the ranks do not agree on it (different files or machines): built-in model");
+    return;
+  }
+  sel->tuning = t;
+  int nodes = ctx->nnodes > 0 ? ctx->nnodes : 1;
+  int largest = ctx->size;
+  if (ctx->node_of != NULL) {
+    largest = 0;
+    for (int n = 0; n < nodes; n++) {
+      int k = 0;
+      for (int r = 0; r < ctx->size; r++) {
+        k += ctx->node_of[r] == n;
+      }
+      largest = k > largest ? k : largest;
+    }
+  }
+  mpiar__fingerprint_t here;
+  mpiar__fingerprint_here(&here);
+  sel->table =
+      mpiar__tuning_applies(t, ctx->size, nodes, largest, &here, sel->why, sizeof sel->why);
+}
 
 /*
  * Hierarchical algorithms cut the vector into chunks of segment x p elements and overlap the node
@@ -61,27 +195,42 @@ int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
                       names);
 }
 
+int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning) {
+  int rc = mpiar__settings(set);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__check_env_algorithm(*set);
+  }
+  if (rc == MPIAR_SUCCESS) {
+    const mpiar__tuning_t *t = NULL;
+    rc = mpiar__tuning_get((*set)->tuning_file, &t);
+    if (tuning != NULL) {
+      *tuning = t;
+    }
+  }
+  return rc;
+}
+
 /*
- * The cheapest registry entry for (bytes, p) under the model, with its best segment size. With
- * @p reproducible, each entry is costed as the algorithm that would run in its place (its
- * reproducible replacement for @p dtype), and that replacement is the choice. Hierarchical
- * entries compete only on a topology with several nodes and several ranks on some node.
+ * The cheapest registry entry for (bytes, p) under the model with @p params, with its best
+ * segment size on @p topo (hierarchical entries compete only on a topology with several nodes
+ * and several ranks on some node). With @p reproducible, each entry is costed as the algorithm that would run in its
+ * place (its reproducible replacement for @p dtype), which the caller then runs instead.
  */
 static void model_choice(size_t bytes, size_t elem_size, int nranks,
                          const mpiar__topology_t *topo, int reproducible, mpiar_dtype_t dtype,
+                         const mpiar__cost_params_t *params,
                          const mpiar__algorithm_t **alg, size_t *segment_bytes) {
   double best = INFINITY;
   *alg = &mpiar__algorithms[0];
   *segment_bytes = 0;
   int hierarchical = mpiar__topology_is_hierarchical(topo);
   for (int i = 0; i < mpiar__algorithm_count; i++) {
-    const mpiar__algorithm_t *a = &mpiar__algorithms[i];
-    if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
+    const mpiar__algorithm_t *entry = &mpiar__algorithms[i];
+    if ((entry->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
       continue;
     }
-    if (reproducible) {
-      a = mpiar__algorithm_reproducible(a, nranks, dtype);
-    }
+    const mpiar__algorithm_t *a =
+        reproducible ? mpiar__algorithm_reproducible(entry, nranks, dtype) : entry;
     const size_t *cands = segment_candidates;
     size_t nseg = sizeof segment_candidates / sizeof segment_candidates[0];
     if (a->flags & MPIAR__ALG_HIERARCHICAL) {
@@ -93,21 +242,40 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks,
     }
     for (size_t k = 0; k < nseg; k++) {
       size_t seg = cands[k];
-      double t = a->cost(nranks, bytes, elem_size, seg, &builtin_params, topo);
+      double t = a->cost(nranks, bytes, elem_size, seg, params, topo);
       /* A strict improvement is required, so ties keep the earlier (simpler) choice. */
       if (t < best * (1.0 - 1e-9)) {
         best = t;
-        *alg = a;
+        *alg = entry;
         *segment_bytes = seg;
       }
     }
   }
 }
 
-void mpiar__select_reproducible(size_t bytes, mpiar_dtype_t dtype, int nranks,
-                                const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
-                                size_t *segment_bytes) {
-  model_choice(bytes, mpiar_dtype_size(dtype), nranks, topo, 1, dtype, alg, segment_bytes);
+/* The automatic choice: the table where it applies and covers the size, else the model. */
+static void automatic_choice(const mpiar__selector_t *sel, size_t bytes, mpiar_dtype_t dtype,
+                             int nranks, const mpiar__topology_t *topo, int reproducible,
+                             mpiar__choice_t *out) {
+  const mpiar__tuning_t *t = sel != NULL ? sel->tuning : NULL;
+  if (t != NULL && sel->table) {
+    const mpiar__tuning_range_t *g = mpiar__tuning_lookup(t, dtype, bytes);
+    if (g != NULL) {
+      out->alg = g->alg;
+      out->segment_bytes = g->segment_bytes;
+      out->source = MPIAR__SRC_TABLE;
+      out->range = g;
+      return;
+    }
+  }
+  mpiar__cost_params_t params = builtin_params;
+  out->source = MPIAR__SRC_BUILTIN;
+  if (t != NULL) {
+    mpiar__tuning_params(t, dtype, &params);
+    out->source = MPIAR__SRC_FITTED;
+  }
+  model_choice(bytes, mpiar_dtype_size(dtype), nranks, topo, reproducible, dtype, &params,
+               &out->alg, &out->segment_bytes);
 }
 
 static int unknown(const char *requested) {
@@ -120,42 +288,85 @@ static int unknown(const char *requested) {
                       names);
 }
 
-int mpiar__select(const mpiar__settings_t *set, const char *requested,
-                  size_t requested_segment_bytes, size_t bytes, size_t elem_size, int nranks,
-                  const mpiar__topology_t *topo, const mpiar__algorithm_t **alg,
-                  size_t *segment_bytes) {
+int mpiar__select(const mpiar__settings_t *set, const mpiar__selector_t *sel, const char *requested,
+                  size_t requested_segment_bytes, size_t bytes, mpiar_dtype_t dtype, int nranks,
+                  const mpiar__topology_t *topo, int reproducible, mpiar__choice_t *out) {
   size_t env_segment = set->segment_bytes;
+  memset(out, 0, sizeof *out);
   if (requested_segment_bytes != 0 && requested_segment_bytes < MPIAR__SEGMENT_MIN) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG,
                         "segment_bytes %zu is below the minimum of %zu bytes (0 = automatic)",
                         requested_segment_bytes, MPIAR__SEGMENT_MIN);
   }
   if (requested != NULL && strcmp(requested, "auto") != 0) {
-    *alg = mpiar__algorithm_find(requested);
-    if (*alg == NULL) {
+    out->alg = mpiar__algorithm_find(requested);
+    if (out->alg == NULL) {
       return unknown(requested);
     }
-    *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
+    out->segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
+    out->source = MPIAR__SRC_OPTION;
     return MPIAR_SUCCESS;
   }
   if (set->algorithm[0] != '\0') {
-    *alg = mpiar__algorithm_find(set->algorithm);
-    if (*alg == NULL) {
+    out->alg = mpiar__algorithm_find(set->algorithm);
+    if (out->alg == NULL) {
       return mpiar__check_env_algorithm(set);
     }
-    *segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
+    out->segment_bytes = requested_segment_bytes ? requested_segment_bytes : env_segment;
+    out->source = MPIAR__SRC_ENV;
     return MPIAR_SUCCESS;
   }
-  model_choice(bytes, elem_size, nranks, topo, 0, MPIAR_FLOAT32, alg, segment_bytes);
+  automatic_choice(sel, bytes, dtype, nranks, topo, reproducible, out);
   if (requested_segment_bytes) {
-    *segment_bytes = requested_segment_bytes;
-  } else if (env_segment && ((*alg)->flags & MPIAR__ALG_SEGMENTED)) {
-    *segment_bytes = env_segment;
+    out->segment_bytes = requested_segment_bytes;
+  } else if (env_segment && (out->alg->flags & MPIAR__ALG_SEGMENTED)) {
+    out->segment_bytes = env_segment;
   }
-  if (!((*alg)->flags & MPIAR__ALG_SEGMENTED)) {
-    *segment_bytes = 0;
+  if (!(out->alg->flags & MPIAR__ALG_SEGMENTED)) {
+    out->segment_bytes = 0;
   }
   return MPIAR_SUCCESS;
+}
+
+void mpiar__choice_describe(const mpiar__context_t *ctx, const mpiar__choice_t *ch, char *buf,
+                            size_t len) {
+  const mpiar__selector_t *sel = &ctx->selector;
+  switch (ch->source) {
+  case MPIAR__SRC_TABLE:
+    if (ch->range->max_bytes == MPIAR__TUNING_UNBOUNDED) {
+      snprintf(buf, len, "tuning table of %s, range %zu bytes and more", sel->tuning->source,
+               ch->range->min_bytes);
+    } else {
+      snprintf(buf, len, "tuning table of %s, range %zu..%zu bytes", sel->tuning->source,
+               ch->range->min_bytes, ch->range->max_bytes);
+    }
+    break;
+  case MPIAR__SRC_FITTED:
+    snprintf(buf, len, "model with the parameters fitted in %s: %s", sel->tuning->source,
+             sel->table ? "its table has no range for this size and type" : sel->why);
+    break;
+  case MPIAR__SRC_BUILTIN:
+    if (sel->why[0] != '\0') {
+      snprintf(buf, len, "model with built-in parameters: tuning file not used: %s", sel->why);
+    } else {
+      snprintf(buf, len, "model with built-in parameters (no MPIAR_TUNING_FILE)");
+    }
+    break;
+  default:
+    snprintf(buf, len, "%s", mpiar__source_name(ch->source));
+    break;
+  }
+}
+
+/* The selector of a communicator of @p nranks ranks on one node, for calls without one. */
+static void one_node_selector(const mpiar__tuning_t *t, int nranks, mpiar__selector_t *sel) {
+  memset(sel, 0, sizeof *sel);
+  sel->tuning = t;
+  if (t != NULL) {
+    mpiar__fingerprint_t here;
+    mpiar__fingerprint_here(&here);
+    sel->table = mpiar__tuning_applies(t, nranks, 1, nranks, &here, sel->why, sizeof sel->why);
+  }
 }
 
 int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segment_bytes) {
@@ -164,19 +375,18 @@ int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segme
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_select needs nranks >= 1 and two results");
   }
   const mpiar__settings_t *set = NULL;
-  int rc = mpiar__settings(&set);
-  if (rc == MPIAR_SUCCESS) {
-    rc = mpiar__check_env_algorithm(set);
-  }
+  const mpiar__tuning_t *t = NULL;
+  int rc = mpiar__settings_checked(&set, &t);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  const mpiar__algorithm_t *alg = NULL;
-  size_t seg = 0;
-  rc = mpiar__select(set, NULL, 0, bytes, 1, nranks, NULL, &alg, &seg);
+  mpiar__selector_t sel;
+  one_node_selector(t, nranks, &sel);
+  mpiar__choice_t ch;
+  rc = mpiar__select(set, &sel, NULL, 0, bytes, MPIAR_FLOAT32, nranks, NULL, 0, &ch);
   if (rc == MPIAR_SUCCESS) {
-    *algorithm = alg->name;
-    *segment_bytes = seg;
+    *algorithm = ch.alg->name;
+    *segment_bytes = ch.segment_bytes;
   }
   return rc;
 }

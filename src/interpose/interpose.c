@@ -268,12 +268,11 @@ static int accelerate(const void *sendbuf, void *recvbuf, size_t count,
     return mrc;
   }
   size_t wire_count = count * call->scale;
-  size_t wire_bytes = wire_count * mpiar_dtype_size(call->dtype);
   /* The algorithm "auto" would choose is asked for first and then passed explicitly, so the
    * statistics name the algorithm that really ran. */
   const char *algorithm = NULL;
   size_t segment = 0;
-  int rc = mpiar_select(wire_bytes, nranks, &algorithm, &segment);
+  int rc = mpiar_select_comm(comm, wire_count, call->dtype, &algorithm, &segment, NULL);
   if (rc == MPIAR_SUCCESS) {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
     opts.algorithm = algorithm;

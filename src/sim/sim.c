@@ -32,10 +32,16 @@ typedef struct slot {
   int kind; /* MPIAR__STEP_SEND or _RECV while non-empty; -1 when empty */
 } slot_t;
 
+/* The symmetry a quotient simulation uses (sim.h, "Quotient simulation"). */
+enum { SYM_NONE = 0, SYM_ROTATE, SYM_XOR };
+
 typedef struct sim {
   const mpiar__sim_config_t *cfg;
   mpiar__sim_result_t *res;
   int p;
+  int nreps; /* ranks simulated: p, or the representatives 0 .. K-1 of a symmetry */
+  int sym;   /* SYM_* */
+  int K;     /* the symmetry's step: every map is r -> r + jK or r -> r XOR jK */
   size_t es; /* element size */
   mpiar__schedule_t *sched;
   int64_t *base; /* first global id of each rank, p + 1 entries */
@@ -215,15 +221,49 @@ static void mark_written(sim_t *m, int r, mpiar__operand_t o, size_t count) {
 
 /* ---- step life cycle ---- */
 
-/* The ports a message from @p src to @p dst uses; @return 1 if it crosses a node link. */
+/* The representative of rank @p q (q itself when every rank runs). */
+static int rep_of(const sim_t *m, int q) {
+  switch (m->sym) {
+  case SYM_ROTATE:
+    return q % m->K;
+  case SYM_XOR:
+    return q & (m->K - 1);
+  default:
+    return q;
+  }
+}
+
+/*
+ * The image of rank @p x under the inverse of the map that takes q's representative to @p q: a
+ * message from x to q is, in the mirror image, a message from mirror(q, x) to rep_of(q).
+ */
+static int mirror(const sim_t *m, int q, int x) {
+  switch (m->sym) {
+  case SYM_ROTATE: {
+    const long g = q - q % m->K;
+    return (int)(((long)x - g + m->p) % m->p);
+  }
+  case SYM_XOR:
+    return x ^ (q & ~(m->K - 1));
+  default:
+    return x;
+  }
+}
+
+/*
+ * The ports a message from @p src (a simulated rank) to @p dst uses: src's own, or its node's,
+ * and on the receiving side those of dst's representative, whose timeline dst shares.
+ * @return 1 if it crosses a node link.
+ */
 static int ports_of(const sim_t *m, int src, int dst, int *q, int *d) {
+  const int dr = rep_of(m, dst);
   if (m->topo != NULL && m->topo->node_of[src] != m->topo->node_of[dst]) {
     *q = m->p + m->topo->node_of[src];
-    *d = m->p + m->topo->node_of[dst];
+    *d = m->p + m->topo->node_of[dr];
     return 1;
   }
   *q = src;
-  *d = dst;
+  *d = dr;
   return 0;
 }
 
@@ -297,7 +337,7 @@ static int make_ready(sim_t *m, int64_t gid, double t) {
       }
       memcpy(m->payload[gid], addr(m, r, st->a), bytes);
     }
-    slot_t *s = lookup(m, match_key(m, st->peer, r, st->tag));
+    slot_t *s = lookup(m, match_key(m, rep_of(m, st->peer), mirror(m, st->peer, r), st->tag));
     if (s->kind == MPIAR__STEP_RECV) {
       int64_t rv = s->head;
       s->head = m->mnext[rv];
@@ -465,7 +505,7 @@ static int tally_node_links(sim_t *m) {
   if (sent == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "node link tally of %d nodes", nn);
   }
-  for (int r = 0; r < m->p; r++) {
+  for (int r = 0; r < m->nreps; r++) {
     const mpiar__schedule_t *s = &m->sched[r];
     for (size_t i = 0; i < s->nsteps; i++) {
       const mpiar__step_t *st = &s->steps[i];
@@ -480,11 +520,20 @@ static int tally_node_links(sim_t *m) {
       res->inter_bytes_total += bytes;
     }
   }
-  for (int i = 0; i < nn; i++) {
-    res->node_bytes_sent_max =
-        sent[i] > res->node_bytes_sent_max ? sent[i] : res->node_bytes_sent_max;
-    res->node_bytes_received_max =
-        recvd[i] > res->node_bytes_received_max ? recvd[i] : res->node_bytes_received_max;
+  if (m->nreps < m->p) {
+    /* The representatives are node 0's ranks (sim.h): every node sends and receives as node 0
+     * sends, and every orbit has p / K ranks. */
+    const size_t orbit = (size_t)(m->p / m->nreps);
+    res->inter_messages *= orbit;
+    res->inter_bytes_total *= orbit;
+    res->node_bytes_sent_max = res->node_bytes_received_max = sent[0];
+  } else {
+    for (int i = 0; i < nn; i++) {
+      res->node_bytes_sent_max =
+          sent[i] > res->node_bytes_sent_max ? sent[i] : res->node_bytes_sent_max;
+      res->node_bytes_received_max =
+          recvd[i] > res->node_bytes_received_max ? recvd[i] : res->node_bytes_received_max;
+    }
   }
   free(sent);
   return MPIAR_SUCCESS;
@@ -725,7 +774,7 @@ static int verify(sim_t *m) {
 
 static void free_sim(sim_t *m) {
   if (m->sched != NULL) {
-    for (int r = 0; r < m->p; r++) {
+    for (int r = 0; r < m->nreps; r++) {
       mpiar__schedule_destroy(&m->sched[r]);
     }
   }
@@ -811,6 +860,136 @@ static int setup_data(sim_t *m) {
   return 0;
 }
 
+/* ---- quotient simulation: finding a symmetry (sim.h) ---- */
+
+/* The generator's image of rank @p r: r + g (mod p) or r XOR g. */
+static int apply_map(int sym, int g, int p, int r) {
+  return sym == SYM_ROTATE ? (int)(((long)r + g) % p) : r ^ g;
+}
+
+/* Whether two dependency lists hold the same steps, in any order. */
+static int same_deps(const uint32_t *x, const uint32_t *y, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t in_x = 0, in_y = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      in_x += x[j] == x[i];
+      in_y += y[j] == x[i];
+    }
+    if (in_x != in_y) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/*
+ * Whether @p b (rank g(r)'s schedule) is @p a (rank r's) with every peer q replaced by g(q),
+ * step for step: kind, size, tag, dependencies (as sets). Buffer offsets may differ (a rotated
+ * ring works on rotated blocks); they do not change the timing.
+ */
+static int maps_onto(const mpiar__schedule_t *a, const mpiar__schedule_t *b, int sym, int g,
+                     int p) {
+  if (a->nsteps != b->nsteps || a->ndeps != b->ndeps) {
+    return 0;
+  }
+  for (size_t i = 0; i < a->nsteps; i++) {
+    const mpiar__step_t *x = &a->steps[i], *y = &b->steps[i];
+    if (x->kind != y->kind || x->count != y->count || x->ndeps != y->ndeps ||
+        !same_deps(a->deps + x->dep_first, b->deps + y->dep_first, x->ndeps)) {
+      return 0;
+    }
+    if ((x->kind == MPIAR__STEP_SEND || x->kind == MPIAR__STEP_RECV) &&
+        (x->tag != y->tag || y->peer != apply_map(sym, g, p, x->peer))) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Check the generator g on sampled ranks. @return 1 if every sample maps, 0 if not, or an error. */
+static int check_generator(const mpiar__sim_config_t *cfg, int sym, int g, int K, int *rc) {
+  const int p = cfg->nranks;
+  int samples[24], n = 0;
+  for (int r = 0; r < K && n < 6; r++) {
+    samples[n++] = r;
+  }
+  samples[n++] = K - 1;
+  samples[n++] = p - 1;
+  uint64_t x = (uint64_t)p * 0x9E3779B97F4A7C15ull + (uint64_t)g;
+  while (n < 24) {
+    samples[n++] = (int)(splitmix(&x) % (uint64_t)p);
+  }
+  for (int i = 0; i < n; i++) {
+    mpiar__schedule_t a, b;
+    if ((*rc = mpiar__sim_build(cfg, samples[i], &a)) != MPIAR_SUCCESS) {
+      return 0;
+    }
+    if ((*rc = mpiar__sim_build(cfg, apply_map(sym, g, p, samples[i]), &b)) != MPIAR_SUCCESS) {
+      mpiar__schedule_destroy(&a);
+      return 0;
+    }
+    const int same = maps_onto(&a, &b, sym, g, p);
+    mpiar__schedule_destroy(&a);
+    mpiar__schedule_destroy(&b);
+    if (!same) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int is_pow2(int x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
+
+/*
+ * Find a symmetry for the quotient: K is 1 without a topology (or with one node), the ranks per
+ * node of a regular block topology otherwise (maps must move whole nodes); none for other
+ * topologies. Sets m->sym, m->K, m->nreps. @return MPIAR_SUCCESS or a builder's error.
+ */
+static int find_symmetry(sim_t *m) {
+  const mpiar__sim_config_t *cfg = m->cfg;
+  const mpiar__topology_t *t = m->topo;
+  const int p = m->p;
+  int K = 1;
+  if (t != NULL && t->nnodes > 1) {
+    if (!mpiar__topology_is_regular(t)) {
+      return MPIAR_SUCCESS;
+    }
+    K = t->max_node_size;
+    for (int r = 0; r < p; r++) {
+      if (t->node_of[r] != r / K) {
+        return MPIAR_SUCCESS; /* not a block placement */
+      }
+    }
+  }
+  if (p % K != 0 || p / K < 2) {
+    return MPIAR_SUCCESS;
+  }
+  int rc = MPIAR_SUCCESS;
+  if (check_generator(cfg, SYM_ROTATE, K, K, &rc)) {
+    m->sym = SYM_ROTATE;
+  } else if (rc == MPIAR_SUCCESS && is_pow2(p) && is_pow2(K)) {
+    int all = 1;
+    for (int g = K; g < p && all && rc == MPIAR_SUCCESS; g *= 2) {
+      all = check_generator(cfg, SYM_XOR, g, K, &rc);
+    }
+    if (all && rc == MPIAR_SUCCESS) {
+      m->sym = SYM_XOR;
+    }
+  }
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (m->sym != SYM_NONE) {
+    m->K = K;
+    m->nreps = K;
+    snprintf(m->res->symmetry, sizeof m->res->symmetry, "%s by %d, %d representative%s",
+             m->sym == SYM_ROTATE ? "rotation" : "xor", K, K, K == 1 ? "" : "s");
+  }
+  return MPIAR_SUCCESS;
+}
+
 int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   sim_t sim, *m = &sim;
   int rc = MPIAR_SUCCESS;
@@ -836,16 +1015,28 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
     MPIAR__CHECK(mpiar__kernels_init());
   }
   const int p = m->p;
-  m->sched = calloc((size_t)p, sizeof *m->sched);
-  m->base = calloc((size_t)p + 1, sizeof *m->base);
+  m->nreps = p;
+  if (cfg->quotient && !cfg->data && p > 1) {
+    MPIAR__CHECK(find_symmetry(m));
+  }
+  const int nreps = m->nreps;
+  res->reps = nreps;
+  m->sched = calloc((size_t)nreps, sizeof *m->sched);
+  m->base = calloc((size_t)nreps + 1, sizeof *m->base);
   if (m->sched == NULL || m->base == NULL) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation of %d ranks", p);
   }
   const int hazards = cfg->check_hazards < 0 ? p <= 64 : cfg->check_hazards;
   res->hazards_checked = hazards;
   res->ok = 1;
-  for (int r = 0; r < p; r++) {
+  for (int r = 0; r < nreps; r++) {
     MPIAR__CHECK(mpiar__sim_build(cfg, r, &m->sched[r]));
+    if (r == 0 && cfg->max_steps > 0 && (double)m->sched[0].nsteps * nreps > cfg->max_steps) {
+      MPIAR__FAIL(MPIAR_ERR_UNSUPPORTED,
+                  "%s on %d ranks: about %.3g steps to simulate, more than the %.3g allowed%s",
+                  cfg->algorithm->name, p, (double)m->sched[0].nsteps * nreps, cfg->max_steps,
+                  nreps == p && cfg->quotient ? " (no symmetry found)" : "");
+    }
     m->base[r + 1] = m->base[r] + (int64_t)m->sched[r].nsteps;
     mpiar__schedule_totals_t t;
     mpiar__schedule_totals(&m->sched[r], &t);
@@ -869,8 +1060,16 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
       goto cleanup;
     }
   }
+  const size_t sim_messages = res->messages; /* sent by the simulated ranks */
+  if (nreps < p) {
+    /* Every orbit has p / K ranks, each sending what its representative sends. */
+    const size_t orbit = (size_t)(p / nreps);
+    res->messages *= orbit;
+    res->bytes_sent_total *= orbit;
+    res->steps *= orbit;
+  }
   MPIAR__CHECK(tally_node_links(m));
-  m->nsteps = m->base[p];
+  m->nsteps = m->base[nreps];
   const size_t N = (size_t)m->nsteps + 1;
   m->rank_of = malloc(N * sizeof *m->rank_of);
   m->remaining = malloc(N * sizeof *m->remaining);
@@ -887,9 +1086,9 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   m->wait_next = malloc(np * sizeof *m->wait_next);
   m->wait_head = malloc(np * sizeof *m->wait_head);
   m->wait_tail = malloc(np * sizeof *m->wait_tail);
-  m->compute_free = calloc((size_t)p, sizeof *m->compute_free);
+  m->compute_free = calloc((size_t)nreps, sizeof *m->compute_free);
   size_t cap = 64;
-  while (cap < 2 * res->messages + 16) {
+  while (cap < 2 * sim_messages + 16) {
     cap *= 2;
   }
   m->table = calloc(cap, sizeof *m->table);
@@ -906,7 +1105,7 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
     m->port_head[q] = m->port_tail[q] = -1;
     m->wait_head[q] = m->wait_tail[q] = -1;
   }
-  for (int r = 0; r < p; r++) {
+  for (int r = 0; r < nreps; r++) {
     for (int64_t g = m->base[r]; g < m->base[r + 1]; g++) {
       m->rank_of[g] = r;
       m->remaining[g] = m->sched[r].steps[g - m->base[r]].ndeps;
@@ -933,7 +1132,7 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   }
   if (m->done != m->nsteps) {
     /* Name the first step of the first rank that did not finish: the cycle runs through it. */
-    for (int r = 0; r < p; r++) {
+    for (int r = 0; r < nreps; r++) {
       for (int64_t g = m->base[r]; g < m->base[r + 1]; g++) {
         if (m->remaining[g] == 0) {
           const mpiar__step_t *st = &m->sched[r].steps[g - m->base[r]];

@@ -63,6 +63,15 @@ typedef struct mpiar__sim_config {
    * The schedules are built with it (s->topo), so hierarchical builders use it.
    */
   const mpiar__topology_t *topology;
+  /*
+   * Timing only (data 0): 1 lets the simulator run one representative rank per class of a
+   * symmetry of the schedules, when it finds one (see "Quotient simulation" below); 0 runs every
+   * rank. The time is the same; the work and memory shrink by p / representatives.
+   */
+  int quotient;
+  /* 0, or the most steps the simulated ranks may hold in all: a larger run is refused with
+   * MPIAR_ERR_UNSUPPORTED before its memory is taken (sweeps over huge rank counts). */
+  double max_steps;
 } mpiar__sim_config_t;
 
 /*
@@ -73,7 +82,7 @@ typedef struct mpiar__sim_config {
 #define MPIAR__SIM_CONFIG_INIT                                                        \
   {                                                                                   \
     NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
-        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL                           \
+        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, 0, 0                     \
   }
 
 typedef struct mpiar__sim_result {
@@ -94,7 +103,25 @@ typedef struct mpiar__sim_result {
   size_t node_bytes_sent_max;     /* the most bytes one node sends to other nodes */
   size_t node_bytes_received_max; /* the most bytes one node receives from other nodes */
   double max_error;               /* floats: largest error relative to the tolerance scale */
+  int reps;                       /* ranks simulated: nranks, or the representatives */
+  char symmetry[48];              /* the symmetry used ("" when every rank ran) */
 } mpiar__sim_result_t;
+
+/*
+ * Quotient simulation. Many schedules are symmetric: rank g(r)'s schedule is rank r's with every
+ * peer q replaced by g(q), for every g of a group of rank permutations that also maps nodes to
+ * nodes and ports to ports (the ring under rotation, recursive doubling and Rabenseifner at
+ * powers of two under XOR, and the two-level builders under the same maps applied to whole
+ * nodes). Then every rank of an orbit has the same timeline, so it is enough to run one
+ * representative per orbit: a message from a representative r to any rank q is received, in
+ * the mirror image, by q's representative from the mirror image of r, at the same time.
+ * Two groups are tried, with K = the ranks per node of a regular block topology (1 without
+ * one): the rotations r -> r + jK (mod p) and, when p and K are powers of two, the maps
+ * r -> r XOR jK; the representatives are ranks 0 .. K-1. A group is used only if every
+ * generator maps sampled ranks' schedules onto each other step for step (kind, size, tag,
+ * dependencies, peers); otherwise every rank runs. tests/sim/test_sim_quotient.c holds the
+ * quotient's time equal to the full simulation's for every algorithm on many shapes.
+ */
 
 /*
  * Build rank @p rank's schedule for @p cfg into @p s (initialised here, finalized; the caller

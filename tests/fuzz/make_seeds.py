@@ -6,6 +6,8 @@ integer and string keys, several dtypes, momentum and an empty store, and a few 
 (their names start with "bad-"), so that the fuzzer starts from the reader's deep paths. The
 test kv_ckpt_format reads every seed back: valid ones must load, damaged ones must be refused.
 parse_size: sizes and near-sizes as text.
+tuning: tuning files (docs/tuning.md): the hand-written ones of tests/tune/files (valid and
+damaged), and one shaped like mpiar-tune's output with every member.
 
 Usage: make_seeds.py [CORPUS_DIR] (default: the corpus directory next to this script)
 """
@@ -79,6 +81,58 @@ def main():
     for i, text in enumerate(sizes):
         with open(os.path.join(ps, "size-%02d" % i), "w") as f:
             f.write(text)
+    tuning_seeds(os.path.join(root, "tuning"))
+
+
+def tuning_seeds(out):
+    """Tuning files: tests/tune/files/*.json and a full one as mpiar-tune writes it."""
+    os.makedirs(out, exist_ok=True)
+    files = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tune", "files")
+    for name in sorted(os.listdir(files)):
+        if name.endswith(".json"):
+            with open(os.path.join(files, name), "rb") as src, \
+                    open(os.path.join(out, name[:-5]), "wb") as dst:
+                dst.write(src.read())
+    gamma = ",\n".join('      "%s": %.17g' % (d, 5e-11 * (1 + i % 3)) for i, d in enumerate(
+        ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+         "float32", "float64"]))
+    ranges = ",\n".join(
+        '      {"min_bytes": %d, "max_bytes": %s, "algorithm": "%s", "segment_bytes": %d}' % r
+        for r in [(0, "4096", "recursive_doubling", 0), (4097, "65536", "rabenseifner", 0),
+                  (65537, "8388608", "ring", 0), (8388609, "null", "ring", 4194304)])
+    full = """{
+  "format": "mpiar-tuning",
+  "version": 1,
+  "created": "2026-12-01T00:00:00Z",
+  "mpiar_version": "0.2.0",
+  "fingerprint": {
+    "mpi_library": "MPICH Version: 4.0.2",
+    "cpu": "Intel(R) Xeon(R) Processor",
+    "kernel_level": "avx512"
+  },
+  "topology": {"ranks": 8, "nodes": 2, "ranks_per_node": 4},
+  "model": {
+    "alpha": 1.0e-06,
+    "beta": 1.1e-10,
+    "alpha_inter": 5.0e-06,
+    "beta_inter": 8.0e-10,
+    "gamma": {
+%s
+    }
+  },
+  "tables": [
+    {"dtype": "float32", "ranges": [
+%s
+    ]},
+    {"dtype": "bfloat16", "ranges": [
+      {"min_bytes": 0, "max_bytes": null, "algorithm": "ring", "segment_bytes": 65536}
+    ]}
+  ],
+  "measurements": {"load_average": {"start": "1.0", "end": "1.0"}, "sweeps": []}
+}
+""" % (gamma, ranges)
+    with open(os.path.join(out, "valid-full"), "w") as f:
+        f.write(full)
 
 
 if __name__ == "__main__":

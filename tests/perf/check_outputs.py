@@ -22,7 +22,7 @@ COLUMNS = [
     "bytes", "count", "dtype", "op", "nranks", "inplace", "algorithm", "selected", "iters",
     "warmup", "time_us_median", "time_us_min", "time_us_max", "algbw_GBps", "busbw_GBps",
     "limit_bytes", "limit_us", "limit_GBps", "busbw_pct_limit", "speedup_vs_mpi", "failures",
-    "limit_plan",
+    "limit_plan", "regret_vs_best",
 ]
 
 errors = []
@@ -156,6 +156,29 @@ def main():
             check(v["failures"] == 0, "JSON %d %s: failures" % (size, a))
         if "auto" in algs:
             check(res["auto_selected"] == group["auto"]["selected"], "JSON %d: auto pick" % size)
+            check(res.get("auto_source") in ("MPIAR_ALGORITHM", "tuning table",
+                                             "model with fitted parameters",
+                                             "model with built-in parameters"),
+                  "JSON %d: auto source %s" % (size, res.get("auto_source")))
+        # Regret: every column's median over the best column's, which is an algorithm or a
+        # segment column (never auto or mpi) no slower than any unsegmented algorithm.
+        best = res["best"]
+        best_of = res["best_of"]
+        check(best in best_of and "auto" not in best_of and "mpi" not in best_of,
+              "JSON %d: best %s of %s" % (size, best, best_of))
+        check(all(a in best_of for a in algs if a not in ("auto", "mpi") and "/seg=" not in a
+                  and not a.startswith("hier_")), "JSON %d: best_of %s" % (size, best_of))
+        if check(best in group, "JSON %d: best %s" % (size, best)):
+            tb = float(group[best]["time_us_median"])
+            for a in best_of:
+                check(tb <= float(group[a]["time_us_median"]), "JSON %d: %s beats the best" %
+                      (size, a))
+            for a, g in group.items():
+                # Both files print 9 digits: compare the regret to an absolute 1e-6.
+                check(abs(float(g["regret_vs_best"]) - (float(g["time_us_median"]) / tb - 1)) <=
+                      1e-6, "CSV %d %s: regret" % (size, a))
+                check(close(res["algorithms"][a]["regret_vs_best"],
+                            float(g["regret_vs_best"]), 1e-6), "JSON/CSV %d %s: regret" % (size, a))
         if p > 1 and group:
             first = next(iter(group.values()))
             check(res["limit"]["plan"] == first["limit_plan"], "JSON/CSV %d: limit plan" % size)
@@ -164,8 +187,16 @@ def main():
 
     summary = doc["summary"]
     for key in ("ranges", "median_speedup_vs_mpi", "large_busbw_pct_limit", "auto_vs_mpi_worst",
-                "targets"):
+                "targets", "regret"):
         check(key in summary, "JSON summary lacks %s" % key)
+    for a in ("auto", "mpi"):
+        if a in algs:
+            vals = sorted(float(g["regret_vs_best"]) for g in rows if g["algorithm"] == a)
+            n = len(vals)
+            med = vals[n // 2] if n % 2 else 0.5 * (vals[n // 2 - 1] + vals[n // 2])
+            r = summary["regret"][a]
+            check(r["sizes"] == n and close(r["median"], med, 1e-6) and
+                  close(r["worst"], vals[-1], 1e-6), "summary: regret of %s" % a)
     n_small = sum(1 for s in sizes if s <= 4096)
     n_large = sum(1 for s in sizes if s >= 4 << 20)
     check(summary["ranges"]["small"]["sizes"] == n_small, "summary: small sizes")

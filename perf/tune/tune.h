@@ -1,0 +1,135 @@
+/*
+ * mpiar-tune: measures, on the communicator it runs on, what the selector needs to choose well
+ * there, and writes it as a tuning file (src/tuning/tuning.h, docs/tuning.md).
+ *
+ *   calibrate.c  the cost model's parameters: alpha and beta per level (pairs of ranks inside a
+ *                node, and between nodes where there are several), gamma per element type from
+ *                the reduction kernels; each a weighted least-squares line with its residuals
+ *   sweep.c      every algorithm x segment size over a size sweep, interleaved, with the bench's
+ *                timing rules (perf/common: repetitions per size, warm-up, median of the slowest
+ *                rank); the winner per size, and the size ranges of the table
+ *   main.c       options, the run, the report on stdout, the file
+ */
+#ifndef MPIAR_TUNE_H
+#define MPIAR_TUNE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <mpi.h>
+
+#include "base/common.h"
+#include "tuning/tuning.h"
+
+#define TUNE_MAX_SIZES 64
+#define TUNE_MAX_CANDIDATES 48
+#define TUNE_MAX_SEGMENTS 16
+#define TUNE_MAX_POINTS 32
+
+typedef struct tune_opts {
+  const char *output; /* -o */
+  int quick;          /* --quick */
+  size_t min_bytes, max_bytes, factor;
+  int iters;     /* -i: repetitions per size; 0 = scaled with the size */
+  int min_iters; /* --min-iters: the fewest repetitions of a scaled size (0: the default) */
+  int warmup; /* -w; -1 = a tenth of the repetitions */
+  mpiar_dtype_t dtypes[MPIAR__DTYPE_COUNT];
+  int ndtypes;
+  size_t segments[TUNE_MAX_SEGMENTS];
+  int nsegments;
+  double tie; /* relative margin within which the previous size's winner is kept */
+  int quiet;
+} tune_opts_t;
+
+/* The communicator being tuned and its nodes (as the library sees them). */
+typedef struct tune_env {
+  MPI_Comm comm; /* the algorithms run here */
+  MPI_Comm p2p;  /* the calibration's own messages */
+  int rank, p;
+  int nodes, largest; /* nodes, and the ranks of the largest */
+  int *node_of;       /* node of every rank */
+  int progress;       /* rank 0 prints progress on stderr */
+  double start;
+} tune_env_t;
+
+/* Progress on stderr (rank 0, unless -q): one line per step, since a run may last minutes. */
+void tune_progress(const tune_env_t *env, const char *fmt, ...) MPIAR__PRINTF(2, 3);
+
+/*
+ * A line t = a + b x through measured points, in two regimes (as Hockney's latency-bandwidth
+ * model is fitted): the intercept a is the median time of the small sizes (x <= small_max; 0
+ * without any), the slope b comes from the large ones (x >= large_min, a held) by least squares
+ * on the relative error (each point weighted by 1 / t^2). One line through every point would be pulled by the sizes that fit in
+ * the caches, which move several times faster than memory: it predicted a 32 MiB exchange 5x too
+ * fast here. The residuals of every point are kept and printed, the middle sizes' too. a >= 0
+ * and b > 0 are enforced.
+ */
+typedef struct tune_fit {
+  int n;
+  double x[TUNE_MAX_POINTS]; /* bytes */
+  double t[TUNE_MAX_POINTS]; /* seconds measured */
+  double small_max, large_min; /* the regimes' bounds (bytes) */
+  int nsmall, nlarge;          /* points in each */
+  double a, b;
+  double resid[TUNE_MAX_POINTS]; /* (fit - measured) / measured */
+  double median_abs, max_abs;    /* of |resid| */
+} tune_fit_t;
+
+/* Fit a and b (small_max and large_min set). */
+void tune_fit_line(tune_fit_t *f);
+
+typedef struct tune_calibration {
+  int have_intra;
+  tune_fit_t intra; /* pairs inside a node: alpha, beta */
+  int intra_pairs;
+  int have_inter;
+  tune_fit_t inter; /* pairs of nodes: alpha_inter, beta_inter */
+  int inter_pairs;
+  tune_fit_t gamma[MPIAR__DTYPE_COUNT]; /* b = gamma */
+} tune_calibration_t;
+
+/* Measure and fit (collective). @return 0, or -1 when memory ran out on some rank. */
+int tune_calibrate(const tune_opts_t *o, const tune_env_t *env, tune_calibration_t *cal);
+
+/* The calibration's report (rank 0). */
+void tune_print_calibration(FILE *f, const tune_env_t *env, const tune_calibration_t *cal);
+
+/* One candidate: an algorithm and a segment size (0: none). */
+typedef struct tune_candidate {
+  const mpiar__algorithm_t *alg;
+  size_t segment_bytes;
+  char name[48]; /* "ring", "ring/seg=1M" */
+} tune_candidate_t;
+
+/* Everything measured for one element type. */
+typedef struct tune_sweep {
+  mpiar_dtype_t dtype;
+  int nsizes;
+  size_t sizes[TUNE_MAX_SIZES];
+  int iters[TUNE_MAX_SIZES];
+  int ncand;
+  tune_candidate_t cand[TUNE_MAX_CANDIDATES];
+  /* Median seconds of the slowest rank; NaN where the candidate does not apply (a segment that
+   * does not split the block, or one that the plan would raise to another candidate's). */
+  double median[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
+  int winner[TUNE_MAX_SIZES]; /* candidate index */
+} tune_sweep_t;
+
+/*
+ * Measure every candidate at every size for @p dtype (collective), print a row per size on
+ * @p out (rank 0; NULL: none). @return 0, or -1 when memory ran out on some rank.
+ */
+int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype, tune_sweep_t *s,
+               FILE *out);
+
+/*
+ * The candidate index of (alg, segment) at size k as the library would run it (a segment that
+ * does not split the block is no segment); -1 if it was not measured.
+ */
+int tune_candidate_at(const tune_sweep_t *s, int k, const mpiar__algorithm_t *alg, size_t seg,
+                      int p);
+
+/* The table of @p s: one range per run of sizes with the same winner. */
+void tune_make_table(const tune_sweep_t *s, mpiar__tuning_table_t *table);
+
+#endif /* MPIAR_TUNE_H */
