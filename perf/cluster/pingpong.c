@@ -276,6 +276,18 @@ static double measure(const opts_t *o, int exchange, int first, int peer, char *
   return median(times, iters);
 }
 
+/* "4 MiB", "512 KiB", "1000 B". */
+static const char *size_name(size_t bytes, char *buf, size_t len) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) {
+    snprintf(buf, len, "%zu MiB", bytes >> 20);
+  } else if (bytes >= 1024 && bytes % 1024 == 0) {
+    snprintf(buf, len, "%zu KiB", bytes >> 10);
+  } else {
+    snprintf(buf, len, "%zu B", bytes);
+  }
+  return buf;
+}
+
 static double pct(const opts_t *o, size_t bytes, double seconds) {
   return o->rate_bits > 0 ? 100.0 * (double)bytes * 8.0 / seconds / o->rate_bits : NAN;
 }
@@ -290,7 +302,7 @@ static void report(const opts_t *o, int peer, const int *node, double latency, c
     printf(", link set to %.4g Gbit/s", o->rate_bits / 1e9);
   }
   printf("\n# 4-byte ping-pong, one way (median of %d): %.2f us\n", LATENCY_ITERS, latency * 1e6);
-  printf("# %10s  %14s %9s %7s  %14s %9s %7s\n", "size", "ping-pong us", "Gbit/s", "% link",
+  printf("# %12s  %14s %9s %7s  %14s %9s %7s\n", "size", "ping-pong us", "Gbit/s", "% link",
          "exchange us", "Gbit/s", "% link");
   /* Least squares over the ping-pong sizes and the 4-byte point: t = alpha + n beta. */
   double sx = 4, sy = latency, sxx = 16, sxy = 4 * latency;
@@ -299,9 +311,10 @@ static void report(const opts_t *o, int peer, const int *node, double latency, c
     const row_t *r = &rows[i];
     double b = (double)r->bytes;
     double pp = pct(o, r->bytes, r->pingpong), ex = pct(o, r->bytes, r->exchange);
-    printf("  %8zu KiB  %14.1f %9.3f %7.1f  %14.1f %9.3f %7.1f\n", r->bytes >> 10,
-           r->pingpong * 1e6, b * 8 / r->pingpong / 1e9, pp, r->exchange * 1e6,
-           b * 8 / r->exchange / 1e9, ex);
+    char name[32];
+    printf("  %12s  %14.1f %9.3f %7.1f  %14.1f %9.3f %7.1f\n",
+           size_name(r->bytes, name, sizeof name), r->pingpong * 1e6, b * 8 / r->pingpong / 1e9, pp,
+           r->exchange * 1e6, b * 8 / r->exchange / 1e9, ex);
     worst = fmin(worst, fmin(pp, ex));
     sx += b, sy += r->pingpong, sxx += b * b, sxy += b * r->pingpong;
   }
