@@ -19,8 +19,10 @@ BUILD_DIR=${BUILD_DIR:-build}
 RESULTS_DIR=${RESULTS_DIR:-results}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-# Debian packages the build, the tests and the plots need.
-packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind)
+# Debian packages the build, the tests and the plots need (iproute2: ip and tc for the emulated
+# cluster of perf/cluster).
+packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev gnuplot-nox python3 valgrind
+  iproute2)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -335,7 +335,8 @@ mpi_launch() {
     openmpi)
       cmd=(mpiexec.openmpi --allow-run-as-root --oversubscribe --hostfile "$mf" -n "$np"
         --map-by "$([ "$place" = block ] && echo slot || echo node)" --bind-to none
-        --mca plm_rsh_agent "$here/netns-rsh.sh" --mca pml ob1 --mca btl tcp,self,vader
+        --mca plm_rsh_agent "$here/netns-rsh.sh"
+        --mca pml ob1 --mca btl tcp,self,vader
         --mca btl_tcp_if_include "$ifname" --mca oob_tcp_if_include "$ifname")
       [ "$oversubscribed" = 0 ] || cmd+=(--mca mpi_yield_when_idle 1)
       local v
@@ -345,8 +346,11 @@ mpi_launch() {
       ;;
     *) die "unknown engine '$engine' (mpich or openmpi)" ;;
   esac
+  # The launcher runs on node 0, under node 0's host name (as netns-rsh.sh starts the others).
   local rc=0
-  timeout -k 10 "$limit" ip netns exec "$node0" "${cmd[@]}" "$@" || rc=$?
+  # shellcheck disable=SC2016
+  timeout -k 10 "$limit" ip netns exec "$node0" unshare --uts /bin/sh -c \
+    'hostname "$1" && shift && exec "$@"' netns-rsh "$node0" "${cmd[@]}" "$@" || rc=$?
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     say "TIMEOUT: the job passed its bound of $limit s and was killed" >&2
     return 124

@@ -3,6 +3,9 @@
 # `netns-rsh.sh HOST COMMAND...` to start their daemon on a node (MPICH's Hydra through
 # `-launcher rsh -launcher-exec`, Open MPI through `--mca plm_rsh_agent`): a node is the network
 # namespace named HOST, and the command comes as one shell command line, as ssh would get it.
+# The command also gets a UTS namespace of its own whose host name is HOST, so that every node
+# answers gethostname() with its own name, as separate machines would (MPI_Get_processor_name,
+# Open MPI's session files and its idea of which processes share a node depend on it).
 if [ $# -lt 2 ]; then
   echo "usage: $0 HOST COMMAND..." >&2
   exit 255
@@ -16,4 +19,6 @@ case $host in
     exit 255
     ;;
 esac
-exec ip netns exec "$host" /bin/sh -c "$*"
+# shellcheck disable=SC2016
+exec ip netns exec "$host" unshare --uts /bin/sh -c 'hostname "$1" && exec /bin/sh -c "$2"' \
+  netns-rsh "$host" "$*"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rank placement on the emulated cluster: runs `mpiar-pingpong --where` on NODES nodes x K ranks
 # with PLACE (block or cyclic) and checks that every rank sits on the node the placement
-# names, both as MPI sees it (the shared-memory group) and by its address (node I has
-# 10.213.0.I+1). Exit 77 (skip) when the machine cannot make a cluster.
+# names, as MPI sees it (the shared-memory group), by its host name (mpiar-ID-nI) and by its
+# address (node I has 10.213.0.I+1). Exit 77 (skip) when the machine cannot make a cluster.
 # Usage: check_placement.sh CLUSTER_SH TOOLS_DIR NODES K block|cyclic
 set -uo pipefail
 cluster=$1 tools=$2 nodes=$3 k=$4 place=$5
@@ -20,7 +20,8 @@ bad=0
 for ((r = 0; r < np; r++)); do
   if [ "$place" = block ]; then want=$((r / k)); else want=$((r % nodes)); fi
   line=$(grep -E "^rank $r of $np:" <<< "$out")
-  if ! grep -qE "node $want, .*mpiar0=10\.213\.0\.$((want + 1))( |$)" <<< "$line"; then
+  if ! grep -qE "host mpiar-[0-9a-f]{6}-n$want, node $want, .*mpiar0=10\.213\.0\.$((want + 1))( |\$)" \
+    <<< "$line"; then
     echo "FAILED: rank $r should be on node $want: '${line:-no line}'"
     bad=1
   fi
