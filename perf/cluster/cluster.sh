@@ -107,7 +107,6 @@ need() {
   local out
   if ! out=$("$@" 2>&1); then
     echo "cluster.sh: cannot make a cluster here: $what failed: $* : $out" >&2
-    up_failed=1
     return 1
   fi
 }
@@ -120,24 +119,21 @@ cmd_check() {
     exit $skip_code
   fi
   # A one-node cluster exercises every kernel feature `up` needs.
-  local rc=0
-  (cmd_up_quiet=1 make_cluster 1 1gbit) || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    exit $skip_code
-  fi
+  make_cluster 1 1gbit || exit $skip_code
+  destroy_cluster "$cluster_id"
   echo "cluster.sh: this machine can make clusters (network namespaces, bridge, veth, tbf)"
   if ! probe_netem; then
     echo "cluster.sh: no delay emulation: the kernel lacks sch_netem"
   fi
 }
 
-# 0 if netem can be attached to a device (tried on a dummy link in a scratch namespace).
+# 0 if netem can be attached to a device (tried on a veth pair in a scratch namespace).
 probe_netem() {
   local ns
   ns="mpiar-probe-$$"
   ip netns add "$ns" 2> /dev/null || return 1
   local ok=1
-  if ip -n "$ns" link add mpiarprobe type dummy 2> /dev/null &&
+  if ip -n "$ns" link add mpiarprobe type veth peer name mpiarprobe1 2> /dev/null &&
     tc -n "$ns" qdisc add dev mpiarprobe root netem delay 1ms 2> /dev/null; then
     ok=0
   fi
@@ -149,7 +145,9 @@ probe_netem() {
 make_cluster() {
   local n=$1 rate=$2 bits burst
   bits=$(rate_bits "$rate") || die "-r '$rate' is not a rate (e.g. 200mbit, 1gbit, 10gbit)"
-  [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "-n needs 1..200 nodes"
+  if ! [[ $n =~ ^[0-9]+$ ]] || [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then
+    die "-n needs 1..200 nodes"
+  fi
   local why
   why=$(missing_capability)
   if [ -n "$why" ]; then
@@ -177,13 +175,10 @@ make_cluster() {
   echo "$burst" > "$dir/burst"
   [ -z "${cluster_owner:-}" ] || echo "$cluster_owner" > "$dir/owner"
 
-  up_failed=0
   if ! build_network "$id" "$n" "$rate" "$burst"; then
     destroy_cluster "$id" 2> /dev/null || true
     return $skip_code
   fi
-  [ -n "${cmd_up_quiet:-}" ] && destroy_cluster "$id"
-  return 0
 }
 
 build_network() {
@@ -224,6 +219,8 @@ build_network() {
     need "tc tbf" tc -n "$sw" qdisc add dev "mpiar${id}p$i" root tbf rate "$rate" burst "$burst" \
       latency 20ms || return 1
   done
+  # Launchers start every node's processes with a host name of their own (netns-rsh.sh).
+  need "UTS namespace" ip netns exec "$(node_name "$id" 0)" unshare --uts true || return 1
 }
 
 cmd_up() {
@@ -324,6 +321,7 @@ mpi_launch() {
       # UCX over TCP on the node's interface only (its shared-memory transports would reach the
       # other namespaces); ranks of one node talk through MPICH's shared memory, as on a real
       # node. The finalize library avoids MPICH 4.0.2's hang in MPI_Finalize over UCX/TCP.
+      # shellcheck disable=SC2054 # tcp,self is one argument
       cmd=(mpiexec.mpich -launcher rsh -launcher-exec "$here/netns-rsh.sh" -f "$mf"
         -iface "$ifname" -n "$np" -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES "$ifname")
       if [ -f "$tools/libmpiar_cluster_finalize.so" ]; then
@@ -333,6 +331,7 @@ mpi_launch() {
       fi
       ;;
     openmpi)
+      # shellcheck disable=SC2054 # tcp,self,vader is one argument
       cmd=(mpiexec.openmpi --allow-run-as-root --oversubscribe --hostfile "$mf" -n "$np"
         --map-by "$([ "$place" = block ] && echo slot || echo node)" --bind-to none
         --mca plm_rsh_agent "$here/netns-rsh.sh"
@@ -373,7 +372,9 @@ cmd_run() {
   [ $# -ge 1 ] || die "usage: cluster.sh run ID [options] -- PROGRAM [ARGS...]"
   local id=$1
   shift
-  valid_id "$id" && [ -f "$(state_of "$id")/nodes" ] || die "no cluster '$id' (see: cluster.sh list)"
+  if ! valid_id "$id" || [ ! -f "$(state_of "$id")/nodes" ]; then
+    die "no cluster '$id' (see: cluster.sh list)"
+  fi
   local k=1 place=block limit=600 calib=1M:64M engine="" quiet=0
   tools=${MPIAR_CLUSTER_TOOLS:-$here/../../build/perf/cluster}
   while [ $# -gt 0 ]; do
@@ -390,8 +391,8 @@ cmd_run() {
     esac
   done
   [ $# -ge 1 ] || die "run: no program (cluster.sh run ID [options] -- PROGRAM [ARGS...])"
-  [[ $k =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] || die "-k needs a positive number of ranks per node"
-  [[ $limit =~ ^[0-9]+$ ]] && [ "$limit" -ge 1 ] || die "--timeout needs seconds"
+  [[ $k =~ ^[1-9][0-9]*$ ]] || die "-k needs a positive number of ranks per node"
+  [[ $limit =~ ^[1-9][0-9]*$ ]] || die "--timeout needs a positive number of seconds"
   case $place in block | cyclic) ;; *) die "--place is block or cyclic" ;; esac
   local prog
   prog=$(command -v "$1") || die "run: program '$1' not found"
@@ -474,9 +475,9 @@ cmd_job() {
   cmd_run "$cluster_id" "${run_args[@]}"
 }
 
-cmd=${1:-}
+command=${1:-}
 [ $# -eq 0 ] || shift
-case $cmd in
+case $command in
   check) cmd_check ;;
   up) cmd_up "$@" ;;
   run) cmd_run "$@" ;;

@@ -63,11 +63,10 @@ if command -v gnuplot > /dev/null; then
   for m in "$out"/*.meta; do
     name=$(basename "$m" .meta)
     [ -f "$out/$name.csv" ] || continue
-    # shellcheck disable=SC1090
-    . "$m"
-    bits=$(sed -E 's/gbit$/e9/; s/mbit$/e6/; s/kbit$/e3/; s/bit$//' <<< "$rate")
+    field() { sed -n "s/^$1=//p" "$m"; }
+    bits=$(field rate | sed -E 's/gbit$/e9/; s/mbit$/e6/; s/kbit$/e3/; s/bit$//')
     gnuplot -c "$here/plot.gp" "$out/$name.csv" "$out/busbw-$name" "$bits" \
-      "$nodes nodes x $ranks_per_node ranks, $place placement"
+      "$(field nodes) nodes x $(field ranks_per_node) ranks, $(field place) placement"
   done
   echo "# plots: $out/busbw-*.png (and .svg)" >&2
 else

@@ -14,6 +14,7 @@ check() { # check DESCRIPTION CONDITION...
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; fail=1; fi
 }
 namespaces_of() { ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^mpiar-$1-(sw|n[0-9]+)$"; }
+# shellcheck disable=SC2317 # called through check
 gone() { # nothing of cluster $1 is left
   [ -z "$(namespaces_of "$1")" ] && ! ls -d /etc/netns/mpiar-"$1"-* > /dev/null 2>&1 &&
     [ ! -e "${MPIAR_CLUSTER_STATE:-/run/mpiar-cluster}/$1" ]
