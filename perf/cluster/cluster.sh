@@ -6,12 +6,13 @@
 # is never touched: no address, route or firewall rule is added outside the cluster's
 # namespaces, and the nodes have no route anywhere but their own subnet (10.213.0.0/24, node I
 # at 10.213.0.I+1). Each node is a host of its own: its name resolves through a hosts file
-# (/etc/netns/NODE/hosts, which `ip netns exec` mounts as /etc/hosts), the launcher starts its
-# MPI daemon inside the namespace (netns-rsh.sh), so MPI groups the ranks of a namespace as one
-# node, and they share its link. The link rate is a token bucket filter (tc tbf) on both
-# directions of every node's veth pair, with a burst of max(16 KiB, 100 us of the rate), below
-# which tbf does not reach its rate. No delay is emulated: the kernels this was built on have no
-# sch_netem; latency is what veth and the bridge give (a few tens of microseconds).
+# (/etc/netns/NODE/hosts, which `ip netns exec` mounts as /etc/hosts), and the launcher starts
+# its MPI daemon inside the namespace under that host name (netns-rsh.sh), so MPI groups the
+# ranks of a namespace as one node, and they share its link. The link rate is a token bucket
+# filter (tc tbf) on both directions of every node's veth pair, with a burst of max(16 KiB,
+# 100 us of the rate), below which tbf does not reach its rate. No delay is emulated (the
+# development machines' kernel has no sch_netem): the latency is what veth and the bridge give,
+# a few microseconds.
 #
 # Usage:
 #   cluster.sh check                          can this machine make a cluster? 0, or 77 + reason
