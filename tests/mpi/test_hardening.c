@@ -252,15 +252,17 @@ static void case_deadline_busy(void) {
   static float v[N];
   MPI_Comm c = fresh();
   size_t saved = mpiar__max_message_bytes;
-  mpiar__max_message_bytes = 64;
+  /* One element per message: 2^18 messages per rank, far more than a quiet machine moves in
+   * the 10 ms deadline (64-byte messages, 16384 of them, once finished within 20 ms). */
+  mpiar__max_message_bytes = sizeof(float);
   mpiar_options_t o = MPIAR_OPTIONS_INIT;
-  o.timeout_ms = 20;
+  o.timeout_ms = 10;
   o.algorithm = "ring";
   double t0 = MPI_Wtime();
   int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, c, &o);
   double dt = MPI_Wtime() - t0;
   mpiar__max_message_bytes = saved;
-  MT_CHECK(dt < 5.0, "a 20 ms deadline returned after %.2f s (%s)", dt, mpiar_err_name(rc));
+  MT_CHECK(dt < 5.0, "a 10 ms deadline returned after %.2f s (%s)", dt, mpiar_err_name(rc));
   expect_everywhere(rc, c, "busy call past its deadline", MPIAR_ERR_TIMEOUT);
   MPI_Comm_free(&c);
 }
