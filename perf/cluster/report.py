@@ -10,10 +10,18 @@ NAME.csv, NAME.latency.txt) it gives:
   - the 4-byte latency of `auto`, the best algorithm and MPI_Allreduce (mpiar-bench, between
     barriers) and back to back (mpiar-latency), against the one-way ping-pong;
   - `auto` against the best algorithm at every size: the worst ratio, and every size where
-    auto is more than 5 % slower, with what it picked and what won.
+    auto is more than 5 % slower, with what it picked and what won;
+  - the link utilisation at >= 16 MiB of every algorithm: the bytes each node must move across
+    its link at the least, 2(N-1)/N n for N nodes, over the time, over the link rate; and
+    hier_ring against the flat ring where both ran;
+  - with --sim MPIAR_SIM: the two-level model's time of every algorithm at >= 1 MiB (mpiar-sim
+    on the same nodes, ranks and placement, with the calibration's alpha and beta between nodes
+    and the library's built-in parameters inside a node) against the measured time.
 
-Usage: report.py OUT_DIR
+Usage: report.py OUT_DIR [--sim PATH_TO_MPIAR_SIM]
 """
+import json
+import subprocess
 import csv
 import glob
 import os
@@ -22,7 +30,11 @@ import statistics
 import sys
 
 LARGE = 16 << 20
+MODEL_MIN = 1 << 20
 TOLERANCE = 1.05
+MODEL_TOLERANCE = 0.15
+# Inside a node: the library's built-in parameters (src/core/select.c).
+INTRA = {"alpha": 1.0e-6, "beta": 1.0 / 9.4e9, "gamma": 1.0 / 16.0e9}
 
 
 def rate_bits(text):
@@ -98,7 +110,8 @@ def read_bench(path):
 
 def best_of(algs):
     """The fastest registry algorithm (not auto, not mpi) at one size: (name, time, busbw)."""
-    cands = [(t, name, bw) for name, (t, bw, _) in algs.items() if name not in ("auto", "mpi")]
+    cands = [(t, name, bw) for name, (t, bw, _) in algs.items()
+             if name not in ("auto", "mpi") and not name.endswith("/repro")]
     t, name, bw = min(cands)
     return name, t, bw
 
@@ -184,7 +197,100 @@ def summarize(out):
               f"{a} | {r} | {h['calib_verdict']} |")
 
 
+    utilisation(configs)
+    if SIM:
+        model(configs)
+
+
+def utilisation(configs):
+    print("\n### Link utilisation at >= 16 MiB: 2(N-1)/N n per node over the time, in % of the "
+          "link (median over those sizes)\n")
+    print("| nodes x ranks, placement | best hierarchical | best flat | ring | `auto` | "
+          "`MPI_Allreduce` | hier_ring / ring (speed) |")
+    print("|---|---|---|---|---|---|---|")
+    for meta, _, bench, _ in configs:
+        n_nodes = int(meta["nodes"])
+        link = rate_bits(meta["rate"])
+        large = [b for b in bench if b >= LARGE]
+        if not large or n_nodes < 2:
+            continue
+
+        def util(b, t_us):
+            return 100 * 2 * (n_nodes - 1) / n_nodes * b * 8 / (t_us * 1e-6) / link
+
+        def med(names):
+            per = []
+            for b in large:
+                ts = [bench[b][a][0] for a in bench[b] if a in names]
+                if ts:
+                    per.append((util(b, min(ts)), min(bench[b], key=lambda a: bench[b][a][0]
+                                                       if a in names else float("inf"))))
+            if not per:
+                return "-"
+            return f"{statistics.median(u for u, _ in per):.1f} % ({statistics.mode(a for _, a in per)})"
+
+        names = set().union(*(bench[b].keys() for b in large))
+        hier = {a for a in names if a.startswith("hier_") and not a.endswith("/repro")}
+        flat = {a for a in names if a not in hier and a not in ("auto", "mpi")
+                and not a.startswith("hier_") and not a.endswith("/repro")}
+        speed = [bench[b]["ring"][0] / bench[b]["hier_ring"][0] for b in large
+                 if "ring" in bench[b] and "hier_ring" in bench[b]]
+        print(f"| {meta['nodes']} x {meta['ranks_per_node']}, {meta['place']} | {med(hier)} | "
+              f"{med(flat)} | {med({'ring'})} | {med({'auto'})} | {med({'mpi'})} | "
+              + (f"{statistics.median(speed):.2f}x" if speed else "-") + " |")
+
+
+def simulate(meta, h, alg, nbytes):
+    base, _, seg = alg.partition("/seg=")
+    cmd = [SIM, "--algorithm", base, "--ranks",
+           str(int(meta["nodes"]) * int(meta["ranks_per_node"])), "--bytes", str(nbytes),
+           "--nodes", meta["nodes"], "--ppn", meta["ranks_per_node"], "--placement",
+           "roundrobin" if meta["place"] == "cyclic" else "block",
+           "--alpha", str(INTRA["alpha"]), "--beta", str(INTRA["beta"]),
+           "--gamma", str(INTRA["gamma"]), "--alpha-inter", str(h["alpha_us"] * 1e-6),
+           "--beta-inter", str(8 / (h["beta_gbit"] * 1e9)), "--no-data", "--json"]
+    if seg:
+        cmd += ["--segment", seg]
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)["time_s"] * 1e6
+
+
+def model(configs):
+    print("\n### The two-level model against the measured time at >= 1 MiB (model / measured - 1; "
+          f"target: within {round(MODEL_TOLERANCE * 100)} %)\n")
+    print("Model: mpiar-sim on the same nodes, ranks and placement; alpha and beta between nodes "
+          "from the configuration's calibration, the library's built-in alpha, beta and gamma "
+          "inside a node.\n")
+    print("| nodes x ranks, placement | algorithm | " + "sizes: model / measured - 1 | "
+          "median | within 15 % |")
+    print("|---|---|---|---|---|")
+    for meta, h, bench, _ in configs:
+        if h["alpha_us"] is None or h["beta_gbit"] is None:
+            continue
+        sizes = [b for b in bench if b >= MODEL_MIN]
+        algs = sorted({a for b in sizes for a in bench[b]
+                       if a not in ("auto", "mpi") and not a.endswith("/repro")})
+        for a in algs:
+            errs = []
+            for b in sizes:
+                if a in bench[b]:
+                    errs.append((b, simulate(meta, h, a, b) / bench[b][a][0] - 1))
+            if not errs:
+                continue
+            cells = ", ".join(f"{size_name(b)} {100 * e:+.0f} %" for b, e in errs)
+            within = sum(abs(e) <= MODEL_TOLERANCE for _, e in errs)
+            print(f"| {meta['nodes']} x {meta['ranks_per_node']}, {meta['place']} | {a} | {cells} | "
+                  f"{100 * statistics.median(e for _, e in errs):+.0f} % | {within} of "
+                  f"{len(errs)} |")
+
+
+SIM = None
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: report.py OUT_DIR")
-    summarize(sys.argv[1])
+    args = sys.argv[1:]
+    if len(args) == 3 and args[1] == "--sim":
+        SIM = args[2]
+        args = args[:1]
+    if len(args) != 1:
+        sys.exit("usage: report.py OUT_DIR [--sim PATH_TO_MPIAR_SIM]")
+    summarize(args[0])

@@ -68,7 +68,9 @@ for c in $configs; do
   trap - EXIT
 done
 
-python3 "$here/report.py" "$out" | tee "$out/summary.md"
+sim=()
+[ -x "$build/perf/sim/mpiar-sim" ] && sim=(--sim "$build/perf/sim/mpiar-sim")
+python3 "$here/report.py" "$out" "${sim[@]}" | tee "$out/summary.md"
 if command -v gnuplot > /dev/null; then
   for m in "$out"/*.meta; do
     name=$(basename "$m" .meta)

@@ -80,11 +80,9 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
 
 /* Checks that need no communicator: settings, datatype, count, buffers, operation. */
 static int check_args(const call_t *c, const mpiar__settings_t **set) {
+  /* Settings, MPIAR_ALGORITHM against the registry and the tuning file. */
   int rc = mpiar__settings_checked(set, NULL);
   if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  if ((rc = mpiar__check_env_algorithm(*set)) != MPIAR_SUCCESS) {
     return rc;
   }
   if ((rc = mpiar__check_reduction(c->fn, c->dtype, c->op, c->count)) != MPIAR_SUCCESS) {

@@ -246,7 +246,7 @@ static void case_late_first_call(void) {
   MPI_Comm_free(&d);
 }
 
-/* Every message is split into 64-byte pieces, so the call progresses at every pass. */
+/* Every message is split into one-element pieces, so the call progresses at every pass. */
 static void case_deadline_busy(void) {
   enum { N = 1 << 18 };
   static float v[N];
