@@ -72,7 +72,7 @@ def read_harness(path):
             m = re.search(r"4-byte ping-pong, one way \(median of \d+\): ([\d.]+) us", line)
             if m:
                 h["pingpong_us"] = float(m.group(1))
-            m = re.search(r"alpha ([\d.]+) us, beta \S+ ns/B \(([\d.e+-]+) Gbit/s\)", line)
+            m = re.search(r"alpha (-?[\d.]+) us, beta \S+ ns/B \(([\d.e+-]+) Gbit/s\)", line)
             if m:
                 h["alpha_us"], h["beta_gbit"] = float(m.group(1)), float(m.group(2))
             m = re.search(r"calibration: (PASS|FAIL): the slowest size and pattern reached "
@@ -88,11 +88,12 @@ def read_latency(path):
         return lat
     with open(path) as f:
         for line in f:
-            m = re.match(r"(mpiar \(wait policy|mpiar, spinning|MPI_Allreduce)\S*.*?([\d.]+) us",
-                         line)
+            m = re.match(r"(mpiar_allreduce \(wait policy|mpiar_allreduce, spinning|"
+                         r"persistent|MPI_Allreduce)\S*.*?([\d.]+) us", line)
             if m:
-                lat[{"mpiar (wait policy": "auto", "mpiar, spinning": "spin",
-                     "MPI_Allreduce": "mpi"}[m.group(1)]] = float(m.group(2))
+                lat[{"mpiar_allreduce (wait policy": "auto", "mpiar_allreduce, spinning": "spin",
+                     "persistent": "persistent", "MPI_Allreduce": "mpi"}[m.group(1)]] = \
+                    float(m.group(2))
     return lat
 
 
@@ -247,7 +248,7 @@ def simulate(meta, h, alg, nbytes):
            "--nodes", meta["nodes"], "--ppn", meta["ranks_per_node"], "--placement",
            "roundrobin" if meta["place"] == "cyclic" else "block",
            "--alpha", str(INTRA["alpha"]), "--beta", str(INTRA["beta"]),
-           "--gamma", str(INTRA["gamma"]), "--alpha-inter", str(h["alpha_us"] * 1e-6),
+           "--gamma", str(INTRA["gamma"]), "--alpha-inter", str(h["pingpong_us"] * 1e-6),
            "--beta-inter", str(8 / (h["beta_gbit"] * 1e9)), "--no-data", "--json"]
     if seg:
         cmd += ["--segment", seg]
@@ -258,14 +259,14 @@ def simulate(meta, h, alg, nbytes):
 def model(configs):
     print("\n### The two-level model against the measured time at >= 1 MiB (model / measured - 1; "
           f"target: within {round(MODEL_TOLERANCE * 100)} %)\n")
-    print("Model: mpiar-sim on the same nodes, ranks and placement; alpha and beta between nodes "
-          "from the configuration's calibration, the library's built-in alpha, beta and gamma "
-          "inside a node.\n")
+    print("Model: mpiar-sim on the same nodes, ranks and placement; between nodes alpha is the "
+          "calibration's 4-byte one-way ping-pong and beta its fitted rate, inside a node the "
+          "library's built-in alpha, beta and gamma.\n")
     print("| nodes x ranks, placement | algorithm | " + "sizes: model / measured - 1 | "
           "median | within 15 % |")
     print("|---|---|---|---|---|")
     for meta, h, bench, _ in configs:
-        if h["alpha_us"] is None or h["beta_gbit"] is None:
+        if h["pingpong_us"] is None or h["beta_gbit"] is None:
             continue
         sizes = [b for b in bench if b >= MODEL_MIN]
         algs = sorted({a for b in sizes for a in bench[b]
