@@ -298,7 +298,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
   char names[256];
   list_algorithms(names, sizeof names);
-  char alg_help[640];
+  char alg_help[1024];
   snprintf(alg_help, sizeof alg_help,
            "algorithms to compare, in order, from\n"
            "%s\n"
