@@ -68,31 +68,8 @@ static int parse_placement(const char *value, void *dest, char *err, size_t errl
 
 /* Ranks shuffled over nodes of the given sizes (a random rank -> node map). */
 static int random_topology(mpiar__topology_t *t, int nnodes, const int *sizes, long seed) {
-  int p = 0;
-  for (int i = 0; i < nnodes; i++) {
-    p += sizes[i];
-  }
-  int *label = malloc((size_t)p * sizeof *label);
-  if (label == NULL) {
-    return MPIAR_ERR_NOMEM;
-  }
-  for (int i = 0, r = 0; i < nnodes; i++) {
-    for (int j = 0; j < sizes[i]; j++) {
-      label[r++] = i;
-    }
-  }
   uint64_t x = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
-  for (int r = p - 1; r > 0; r--) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    const int q = (int)(x % (uint64_t)(r + 1)), tmp = label[r];
-    label[r] = label[q];
-    label[q] = tmp;
-  }
-  int rc = mpiar__topology_from_map(t, p, label);
-  free(label);
-  return rc;
+  return mpiar__topology_shuffled(t, nnodes, sizes, &x);
 }
 
 /* The node sizes the options give: --node-sizes, or --nodes x --ppn. NULL after an error. */

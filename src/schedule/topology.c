@@ -134,6 +134,43 @@ cleanup:
   return rc;
 }
 
+int mpiar__topology_shuffled(mpiar__topology_t *t, int nnodes, const int *node_size,
+                             uint64_t *rng) {
+  memset(t, 0, sizeof *t);
+  if (nnodes < 1 || node_size == NULL || rng == NULL || *rng == 0) {
+    return MPIAR_ERR_INVALID_ARG;
+  }
+  int p = 0;
+  for (int i = 0; i < nnodes; i++) {
+    if (node_size[i] < 1 || node_size[i] > INT_MAX - p) {
+      return MPIAR_ERR_INVALID_ARG;
+    }
+    p += node_size[i];
+  }
+  int *label = malloc((size_t)p * sizeof *label);
+  if (label == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  for (int i = 0, r = 0; i < nnodes; i++) {
+    for (int j = 0; j < node_size[i]; j++) {
+      label[r++] = i;
+    }
+  }
+  uint64_t x = *rng;
+  for (int r = p - 1; r > 0; r--) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    const int q = (int)(x % (uint64_t)(r + 1)), tmp = label[r];
+    label[r] = label[q];
+    label[q] = tmp;
+  }
+  *rng = x;
+  int rc = mpiar__topology_from_map(t, p, label);
+  free(label);
+  return rc;
+}
+
 int mpiar__topology_uneven(mpiar__topology_t *t, int nnodes, const int *node_size,
                            mpiar__placement_t placement) {
   memset(t, 0, sizeof *t);

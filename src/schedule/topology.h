@@ -12,6 +12,7 @@
 #define MPIAR_TOPOLOGY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* How the ranks of a regular or uneven topology are laid out on the nodes. */
 typedef enum mpiar__placement {
@@ -45,6 +46,14 @@ int mpiar__topology_regular(mpiar__topology_t *t, int nnodes, int ranks_per_node
 /* @p nnodes nodes, node i holding @p node_size[i] >= 1 ranks, placed by @p placement. */
 int mpiar__topology_uneven(mpiar__topology_t *t, int nnodes, const int *node_size,
                            mpiar__placement_t placement);
+
+/*
+ * @p nnodes nodes, node i holding @p node_size[i] >= 1 ranks, the ranks shuffled over them by a
+ * xorshift64 generator whose state @p rng (non-zero) advances: a random placement that the same
+ * state reproduces.
+ */
+int mpiar__topology_shuffled(mpiar__topology_t *t, int nnodes, const int *node_size,
+                             uint64_t *rng);
 
 /* Free what @p t owns and leave it empty. */
 void mpiar__topology_destroy(mpiar__topology_t *t);

@@ -46,30 +46,7 @@ static int make_topology(mpiar__topology_t *t, int nnodes, const int *sizes, int
   if (placement < 2) {
     return mpiar__topology_uneven(t, nnodes, sizes, (mpiar__placement_t)placement);
   }
-  int p = 0;
-  for (int i = 0; i < nnodes; i++) {
-    p += sizes[i];
-  }
-  int *label = malloc((size_t)p * sizeof *label);
-  if (label == NULL) {
-    return MPIAR_ERR_NOMEM;
-  }
-  for (int i = 0, r = 0; i < nnodes; i++) {
-    for (int j = 0; j < sizes[i]; j++) {
-      label[r++] = i;
-    }
-  }
-  for (int r = p - 1; r > 0; r--) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    const int q = (int)(rng % (uint64_t)(r + 1)), x = label[r];
-    label[r] = label[q];
-    label[q] = x;
-  }
-  int rc = mpiar__topology_from_map(t, p, label);
-  free(label);
-  return rc;
+  return mpiar__topology_shuffled(t, nnodes, sizes, &rng);
 }
 
 static int regular(mpiar__topology_t *t, int nnodes, int k, int placement) {
