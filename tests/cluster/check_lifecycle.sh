@@ -71,8 +71,15 @@ check "the half-made cluster ${id:-?} was removed" gone "${id:-none}"
 
 # Not root: 77 and the reason.
 if command -v setpriv > /dev/null; then
-  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$cluster" job -n 2 -- true 2>&1)
+  # The user must reach the script: the checkout may sit in a directory only root can enter
+  # (a mktemp -d clone), so a copy in a directory of its own, readable by all, runs from /.
+  copy=$(mktemp -d)
+  chmod 755 "$copy"
+  cp "$cluster" "$copy/cluster.sh"
+  chmod 755 "$copy/cluster.sh"
+  out=$(cd / && setpriv --reuid=65534 --regid=65534 --clear-groups "$copy/cluster.sh" job -n 2 -- true 2>&1)
   rc=$?
+  rm -rf "$copy"
   check "not root: 77 (got $rc) and the reason" sh -c "[ $rc -eq 77 ] && echo '$out' | grep -q 'not root'"
 fi
 
