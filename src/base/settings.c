@@ -242,6 +242,7 @@ int mpiar__settings_parse_one(const char *name, const char *value, mpiar__settin
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded; /* read with acquire ordering after the first load */
 static mpiar__settings_t current;
+static unsigned loads; /* loads so far: the next one's generation */
 static int current_rc;
 static char current_detail[512];
 
@@ -264,6 +265,7 @@ static void load_locked(void) {
       snprintf(detail, sizeof detail, "%s", mpiar_last_error());
     }
   }
+  s.generation = ++loads;
   current = s;
   current_rc = rc;
   memcpy(current_detail, detail, sizeof detail);

@@ -48,6 +48,7 @@ typedef struct mpiar__settings {
   int pmpi;             /* MPIAR_PMPI: 0 passes every MPI_Allreduce through */
   char pmpi_stats[1024]; /* MPIAR_PMPI_STATS: "" off, "1" stderr, else a path */
   char tuning_file[1024]; /* MPIAR_TUNING_FILE: "" = none */
+  unsigned generation;    /* a new value at every load (checks of the values are kept by it) */
 } mpiar__settings_t;
 
 /*

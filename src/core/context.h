@@ -162,6 +162,7 @@ typedef struct mpiar__context {
 
   /* Operations in progress. */
   uint32_t seq;                     /* operations started so far */
+  int next_slot;                    /* the next operation's slot (seq mod nslots, kept as a counter) */
   struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
   struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
   struct mpiar_request *active_tail;
@@ -198,6 +199,7 @@ typedef struct mpiar__context {
   /* Plan cache. */
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
   mpiar__plan_t *lru_head, *lru_tail;
+  mpiar__plan_t *plan_last; /* the plan found or built last (the recency list's head), or NULL */
   int nplans;
   /* What automatic choices use (tuning file, whether its table applies). */
   mpiar__selector_t selector;
@@ -390,6 +392,9 @@ void mpiar__progress(mpiar__context_t *ctx, int *progressed);
 
 /* Abandon a failed request (cancel receives, keep sends as zombies) and record its result. */
 void mpiar__request_fail(mpiar__request_t *req, int code, const char *detail);
+
+/* Post a started request's ready messages (or its argument check's first round) now. */
+void mpiar__request_post(mpiar__request_t *req);
 
 /* Reset the run state of a started request and make its first steps ready. */
 void mpiar__request_begin(mpiar__request_t *req);

@@ -523,6 +523,11 @@ void mpiar__check_init(mpiar__request_t *r) {
 
 /* ---- one request, one pass ---- */
 
+/* Something for data_pass to do: steps ready, or long messages to take. */
+static inline int has_work(const mpiar__request_t *r) {
+  return r->comm_head < r->comm_tail || r->comp_head < r->comp_tail || r->nprobing > 0;
+}
+
 /* Post what is ready, receive what arrived, run one reduction. */
 static int data_pass(mpiar__request_t *r, int *progressed) {
   int rc;
@@ -666,17 +671,29 @@ static void pass_failed(mpiar__request_t *r, int rc) {
   }
 }
 
+void mpiar__request_post(mpiar__request_t *r) {
+  int progressed = 0;
+  int rc = r->check_round < r->check_rounds ? check_pass(r, &progressed)
+           : has_work(r)                      ? data_pass(r, &progressed)
+                                              : MPIAR_SUCCESS;
+  if (rc != MPIAR_SUCCESS) {
+    pass_failed(r, rc);
+  }
+}
+
 /*
  * One pass over every request of the context: each posts what is ready, takes the long messages
  * that arrived and runs one reduction (or a round of its argument check); then one MPI_Testsome
- * over all their messages completes steps; then each request that is done finishes, and the
- * deadlines are looked at.
+ * over all their messages completes steps; then each request posts and reduces once more what
+ * those completions made ready, each request that is done finishes, and the deadlines are looked
+ * at.
  */
 void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
   for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
     mpiar__request_t *next = r->anext;
     int rc = r->check_round < r->check_rounds ? check_pass(r, progressed)
-                                              : data_pass(r, progressed);
+             : has_work(r)                      ? data_pass(r, progressed)
+                                                : MPIAR_SUCCESS;
     if (rc != MPIAR_SUCCESS) {
       pass_failed(r, rc);
       *progressed = 1;
@@ -697,13 +714,20 @@ void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
     mpiar__request_t *next = r->anext;
     rc = MPIAR_SUCCESS;
     if (r->check_round >= r->check_rounds) {
-      if (r->done == r->plan->sched.nsteps) {
+      /* Steps the poll completed made others ready: post and reduce them now rather than a pass
+       * later (a receive followed by its reduction, or by the send it feeds, costs one pass). */
+      if (r->comm_head < r->comm_tail || r->comp_head < r->comp_tail) {
+        rc = data_pass(r, progressed);
+      }
+      if (rc == MPIAR_SUCCESS && r->done == r->plan->sched.nsteps) {
         finish(r, MPIAR_SUCCESS);
         *progressed = 1;
         r = next;
         continue;
       }
-      rc = stalled(r);
+      if (rc == MPIAR_SUCCESS) {
+        rc = stalled(r);
+      }
     }
     if (rc == MPIAR_SUCCESS && r->deadline > 0 && ++r->polls >= MPIAR__CLOCK_PASSES) {
       r->polls = 0;

@@ -149,7 +149,7 @@ static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
 int mpiar__request_start(mpiar__request_t *r) {
   mpiar__context_t *ctx = r->ctx;
   double deadline = r->timeout_ms > 0 ? MPI_Wtime() + (double)r->timeout_ms * 1e-3 : 0;
-  int slot = (int)(ctx->seq % (uint32_t)ctx->nslots);
+  int slot = ctx->next_slot; /* seq mod nslots */
   if (ctx->slot_req[slot] != NULL) {
     int rc = slot_wait(ctx, slot, deadline);
     if (rc != MPIAR_SUCCESS) {
@@ -191,6 +191,7 @@ int mpiar__request_start(mpiar__request_t *r) {
   }
   ctx->mreserved += r->plan->npieces;
   r->seq = ctx->seq++;
+  ctx->next_slot = slot + 1 < ctx->nslots ? slot + 1 : 0;
   r->slot = slot;
   r->tag_base = slot << (ctx->size_bits + MPIAR__TAG_BITS);
   r->deadline = deadline;
@@ -214,8 +215,7 @@ int mpiar__request_start(mpiar__request_t *r) {
     mpiar__request_begin(r);
   }
   /* Post the first messages now, as MPI's nonblocking calls do. */
-  int progressed = 0;
-  mpiar__progress(ctx, &progressed);
+  mpiar__request_post(r);
   return MPIAR_SUCCESS;
 }
 

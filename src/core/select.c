@@ -196,16 +196,27 @@ int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
 }
 
 int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning) {
+  /* The generation of the settings whose algorithm and tuning file were last found good: a loop
+   * of calls checks them once. */
+  static unsigned good;
   int rc = mpiar__settings(set);
-  if (rc == MPIAR_SUCCESS) {
-    rc = mpiar__check_env_algorithm(*set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
   }
+  unsigned gen = (*set)->generation;
+  if (tuning == NULL && __atomic_load_n(&good, __ATOMIC_ACQUIRE) == gen) {
+    return MPIAR_SUCCESS;
+  }
+  rc = mpiar__check_env_algorithm(*set);
   if (rc == MPIAR_SUCCESS) {
     const mpiar__tuning_t *t = NULL;
     rc = mpiar__tuning_get((*set)->tuning_file, &t);
     if (tuning != NULL) {
       *tuning = t;
     }
+  }
+  if (rc == MPIAR_SUCCESS) {
+    __atomic_store_n(&good, gen, __ATOMIC_RELEASE);
   }
   return rc;
 }
