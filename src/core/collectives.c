@@ -141,41 +141,24 @@ static uint64_t algorithm_index(const mpiar__algorithm_t *alg) {
   return 1000;
 }
 
-/*
- * Everything before the start: arguments, context (entered on success), selection, plan, a
- * request holding the buffers. On success the caller owns *out and is inside the context.
- */
-static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out) {
-  const mpiar__settings_t *set = NULL;
-  int rc = check_args(c, &set);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  long timeout_ms = deadline_ms(c, set);
-  mpiar__context_t *ctx = NULL;
-  if ((rc = mpiar__context_enter(c->comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
-    return rc;
-  }
+/* Select the algorithm and find (or build) the plan of call @p c on @p ctx. */
+static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settings_t *set,
+                     int in_place, int reproducible, mpiar__plan_t **plan_out,
+                     uint64_t *alg_index) {
   size_t es = mpiar_dtype_size(c->dtype);
   size_t bytes = c->count * es;
   const mpiar__algorithm_t *alg = NULL;
   mpiar__choice_t choice = {0};
   int have_choice = 0;
   size_t seg_bytes = 0;
-  int in_place = 1;
-  int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
+  int rc;
   if (c->coll == MPIAR__COLL_BCAST) {
-    if (c->root < 0 || c->root >= ctx->size) {
-      rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
-                        c->fn, c->root, ctx->size);
-      goto fail;
-    }
     rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->size, &alg);
   } else {
-    in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
     int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
                     set->segment_bytes == 0;
+    rc = MPIAR_SUCCESS;
     if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
         ctx->last_choice.dtype == c->dtype && ctx->last_choice.reproducible == reproducible) {
       choice = ctx->last_choice.choice;
@@ -196,7 +179,7 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
     have_choice = 1;
   }
   if (rc != MPIAR_SUCCESS) {
-    goto fail;
+    return rc;
   }
   if (reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
     /* The canonical order whatever was selected: the algorithm or its reproducible replacement
@@ -214,14 +197,70 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
       .in_place = in_place,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
   };
-  mpiar__plan_t *plan = NULL;
   size_t built = mpiar__plans_built;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
-    goto fail;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, plan_out)) != MPIAR_SUCCESS) {
+    return rc;
   }
   if (mpiar__plans_built != built && set->debug) {
     report_choice(ctx, c->coll == MPIAR__COLL_BCAST ? "bcast" : "allreduce", alg->name, alg, bytes,
                   key.segment_elems, es, have_choice ? &choice : NULL);
+  }
+  *alg_index = algorithm_index(alg);
+  return MPIAR_SUCCESS;
+}
+
+/*
+ * Everything before the start: arguments, context (entered on success), selection, plan, a
+ * request holding the buffers. On success the caller owns *out and is inside the context.
+ */
+static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out) {
+  const mpiar__settings_t *set = NULL;
+  int rc = check_args(c, &set);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  long timeout_ms = deadline_ms(c, set);
+  mpiar__context_t *ctx = NULL;
+  if ((rc = mpiar__context_enter(c->comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  int in_place = 1;
+  int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
+  if (c->coll == MPIAR__COLL_BCAST) {
+    if (c->root < 0 || c->root >= ctx->size) {
+      rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
+                        c->fn, c->root, ctx->size);
+      goto fail;
+    }
+  } else {
+    in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
+  }
+  /* The plan: the last call's when this one is like it (the same inputs to the selection and to
+   * the plan's key, no algorithm named in the options), else selected and looked up. */
+  mpiar__plan_t *plan = ctx->last_call.plan;
+  uint64_t alg_index = ctx->last_call.alg_index;
+  if (plan == NULL || c->opts.algorithm != NULL || ctx->last_call.coll != c->coll ||
+      ctx->last_call.count != c->count || ctx->last_call.dtype != c->dtype ||
+      ctx->last_call.root != c->root || ctx->last_call.in_place != in_place ||
+      ctx->last_call.reproducible != reproducible ||
+      ctx->last_call.segment_bytes != c->opts.segment_bytes ||
+      ctx->last_call.settings != set->generation) {
+    if ((rc = find_plan(c, ctx, set, in_place, reproducible, &plan, &alg_index)) !=
+        MPIAR_SUCCESS) {
+      goto fail;
+    }
+    if (c->opts.algorithm == NULL) {
+      ctx->last_call.plan = plan;
+      ctx->last_call.coll = c->coll;
+      ctx->last_call.count = c->count;
+      ctx->last_call.dtype = c->dtype;
+      ctx->last_call.root = c->root;
+      ctx->last_call.in_place = in_place;
+      ctx->last_call.reproducible = reproducible;
+      ctx->last_call.segment_bytes = c->opts.segment_bytes;
+      ctx->last_call.settings = set->generation;
+      ctx->last_call.alg_index = alg_index;
+    }
   }
   mpiar__request_t *r = NULL;
   if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
@@ -240,11 +279,11 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
   r->check = c->opts.check >= 0 ? c->opts.check : set->check;
   r->signature[0] = (uint64_t)c->coll;
   r->signature[1] = (uint64_t)c->count;
-  r->signature[2] = (uint64_t)es;
+  r->signature[2] = (uint64_t)plan->key.elem_size;
   r->signature[3] = (uint64_t)c->dtype;
   r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
-  r->signature[5] = algorithm_index(alg);
-  r->signature[6] = (uint64_t)key.segment_elems;
+  r->signature[5] = alg_index;
+  r->signature[6] = (uint64_t)plan->key.segment_elems;
   r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
   *ctx_out = ctx;
   *out = r;

@@ -212,6 +212,21 @@ typedef struct mpiar__context {
     mpiar_dtype_t dtype;
     mpiar__choice_t choice;
   } last_choice;
+  /* The plan of the last call without an algorithm name in its options, with what chose it: a
+   * loop of like calls skips the selection, the plan lookup and the signature's derivation.
+   * Cleared when that plan is evicted. */
+  struct {
+    mpiar__plan_t *plan; /* NULL: none */
+    int coll;
+    size_t count;
+    mpiar_dtype_t dtype;
+    int root;
+    int in_place;
+    int reproducible;     /* as resolved (options, then MPIAR_REPRODUCIBLE) */
+    size_t segment_bytes; /* the options' */
+    unsigned settings;    /* the settings' generation */
+    uint64_t alg_index;   /* the algorithm's index in the argument check's signature */
+  } last_call;
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
     const void *builder;

@@ -185,6 +185,9 @@ static void plan_evict(mpiar__context_t *ctx, mpiar__plan_t *victim) {
   if (ctx->plan_last == victim) {
     ctx->plan_last = NULL;
   }
+  if (ctx->last_call.plan == victim) {
+    ctx->last_call.plan = NULL;
+  }
   mpiar__plan_free(victim);
   ctx->nplans--;
 }
