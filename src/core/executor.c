@@ -684,24 +684,14 @@ void mpiar__request_post(mpiar__request_t *r) {
 }
 
 /*
- * One pass over every request of the context: each posts what is ready, takes the long messages
- * that arrived and runs one reduction (or a round of its argument check); then one MPI_Testsome
- * over all their messages completes steps; then each request posts and reduces once more what
- * those completions made ready, each request that is done finishes, and the deadlines are looked
- * at.
+ * One pass over the context: one MPI_Testsome over the messages of all its requests completes
+ * steps; then each request posts what is ready (a start posts its first messages itself), takes
+ * the long messages that arrived and runs one reduction (or a round of its argument check), each
+ * request that is done finishes, and the deadlines are looked at. A receive and the reduction or
+ * send it feeds therefore take one pass, and a pass with nothing to do is one MPI_Testsome and a
+ * few comparisons per request.
  */
 void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
-  for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
-    mpiar__request_t *next = r->anext;
-    int rc = r->check_round < r->check_rounds ? check_pass(r, progressed)
-             : has_work(r)                      ? data_pass(r, progressed)
-                                                : MPIAR_SUCCESS;
-    if (rc != MPIAR_SUCCESS) {
-      pass_failed(r, rc);
-      *progressed = 1;
-    }
-    r = next;
-  }
   if (ctx->broken) {
     return;
   }
@@ -714,13 +704,10 @@ void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
   }
   for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
     mpiar__request_t *next = r->anext;
-    rc = MPIAR_SUCCESS;
-    if (r->check_round >= r->check_rounds) {
-      /* Steps the poll completed made others ready: post and reduce them now rather than a pass
-       * later (a receive followed by its reduction, or by the send it feeds, costs one pass). */
-      if (r->comm_head < r->comm_tail || r->comp_head < r->comp_tail) {
-        rc = data_pass(r, progressed);
-      }
+    if (r->check_round < r->check_rounds) {
+      rc = check_pass(r, progressed);
+    } else {
+      rc = has_work(r) ? data_pass(r, progressed) : MPIAR_SUCCESS;
       if (rc == MPIAR_SUCCESS && r->done == r->plan->sched.nsteps) {
         finish(r, MPIAR_SUCCESS);
         *progressed = 1;
