@@ -4,17 +4,30 @@
 
 #include "base/common.h"
 
+/* The operations defined on integer and on floating-point types (bit op of a mask). */
+#define OPS_COMMON ((1u << MPIAR_SUM) | (1u << MPIAR_PROD) | (1u << MPIAR_MIN) | (1u << MPIAR_MAX))
+#define OPS_INTEGER (OPS_COMMON | (1u << MPIAR_BAND) | (1u << MPIAR_BOR) | (1u << MPIAR_BXOR))
+#define OPS_FLOATING (OPS_COMMON | (1u << MPIAR_AVG))
+
 static const struct {
   const char *name;
   const char *short_name;
   size_t size;
-  int floating;
+  unsigned ops;     /* the operations defined on the type */
+  size_t max_count; /* the largest count: its byte length, twice over, fits a size_t */
 } dtypes[MPIAR__DTYPE_COUNT] = {
-    [MPIAR_INT8] = {"int8", "i8", 1, 0},        [MPIAR_UINT8] = {"uint8", "u8", 1, 0},
-    [MPIAR_INT32] = {"int32", "i32", 4, 0},     [MPIAR_UINT32] = {"uint32", "u32", 4, 0},
-    [MPIAR_INT64] = {"int64", "i64", 8, 0},     [MPIAR_UINT64] = {"uint64", "u64", 8, 0},
-    [MPIAR_FLOAT16] = {"float16", "f16", 2, 1}, [MPIAR_BFLOAT16] = {"bfloat16", "bf16", 2, 1},
-    [MPIAR_FLOAT32] = {"float32", "f32", 4, 1}, [MPIAR_FLOAT64] = {"float64", "f64", 8, 1},
+#define DTYPE(id, name, short_name, size, ops) [id] = {name, short_name, size, ops, SIZE_MAX / (size) / 2}
+    DTYPE(MPIAR_INT8, "int8", "i8", 1, OPS_INTEGER),
+    DTYPE(MPIAR_UINT8, "uint8", "u8", 1, OPS_INTEGER),
+    DTYPE(MPIAR_INT32, "int32", "i32", 4, OPS_INTEGER),
+    DTYPE(MPIAR_UINT32, "uint32", "u32", 4, OPS_INTEGER),
+    DTYPE(MPIAR_INT64, "int64", "i64", 8, OPS_INTEGER),
+    DTYPE(MPIAR_UINT64, "uint64", "u64", 8, OPS_INTEGER),
+    DTYPE(MPIAR_FLOAT16, "float16", "f16", 2, OPS_FLOATING),
+    DTYPE(MPIAR_BFLOAT16, "bfloat16", "bf16", 2, OPS_FLOATING),
+    DTYPE(MPIAR_FLOAT32, "float32", "f32", 4, OPS_FLOATING),
+    DTYPE(MPIAR_FLOAT64, "float64", "f64", 8, OPS_FLOATING),
+#undef DTYPE
 };
 
 static const char *const op_names[MPIAR__OP_COUNT] = {
@@ -64,19 +77,14 @@ int mpiar_op_supported(mpiar_dtype_t dtype, mpiar_op_t op) {
   if ((unsigned)dtype >= MPIAR__DTYPE_COUNT || (unsigned)op >= MPIAR__OP_COUNT) {
     return 0;
   }
-  switch (op) {
-  case MPIAR_BAND:
-  case MPIAR_BOR:
-  case MPIAR_BXOR:
-    return !dtypes[dtype].floating;
-  case MPIAR_AVG:
-    return dtypes[dtype].floating;
-  default:
-    return 1;
-  }
+  return (int)((dtypes[dtype].ops >> op) & 1u);
 }
 
 int mpiar__check_reduction(const char *fn, mpiar_dtype_t dtype, mpiar_op_t op, size_t count) {
+  if (MPIAR__LIKELY((unsigned)dtype < MPIAR__DTYPE_COUNT && (unsigned)op < MPIAR__OP_COUNT &&
+                    ((dtypes[dtype].ops >> op) & 1u) && count <= dtypes[dtype].max_count)) {
+    return MPIAR_SUCCESS;
+  }
   if ((unsigned)dtype >= MPIAR__DTYPE_COUNT) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: invalid datatype %d", fn, (int)dtype);
   }
@@ -88,7 +96,7 @@ int mpiar__check_reduction(const char *fn, mpiar_dtype_t dtype, mpiar_op_t op, s
                         mpiar_op_name(op), mpiar_dtype_name(dtype));
   }
   /* The byte length of a buffer must be a size_t, with room to spare for offsets. */
-  if (count > SIZE_MAX / dtypes[dtype].size / 2) {
+  if (count > dtypes[dtype].max_count) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: count %zu of %zu-byte elements is too large",
                         fn, count, dtypes[dtype].size);
   }

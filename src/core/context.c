@@ -33,8 +33,6 @@ size_t mpiar__max_message_bytes = (size_t)1 << 30;
 /* How long the release of a broken context waits for the other ranks to drain. */
 #define MPIAR__DRAIN_SECONDS 5.0
 
-/* Idle polls before a waiting rank starts yielding its core (when the policy yields). */
-#define MPIAR__SPIN_POLLS 64
 
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static mpiar__context_t *live_head;
@@ -85,14 +83,6 @@ static int mpi_failed(int err, const char *what) {
     snprintf(msg, sizeof msg, "MPI error %d", err);
   }
   return mpiar__error(MPIAR_ERR_MPI, "%s failed: %s", what, msg);
-}
-
-/* ---- waiting ---- */
-
-void mpiar__idle(mpiar__context_t *ctx, unsigned idle) {
-  if (ctx->yield && idle > MPIAR__SPIN_POLLS) {
-    sched_yield();
-  }
 }
 
 /* ---- failure ---- */

@@ -23,6 +23,7 @@
 #ifndef MPIAR_CONTEXT_H
 #define MPIAR_CONTEXT_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -368,8 +369,16 @@ void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, i
 /* Keep an MPI request of a failed operation until the context is released. */
 void mpiar__context_zombie(mpiar__context_t *ctx, MPI_Request req);
 
-/* The wait policy: called after every pass that made no progress. */
-void mpiar__idle(mpiar__context_t *ctx, unsigned idle);
+/* Idle polls before a waiting rank starts yielding its core (when the policy yields). */
+#define MPIAR__SPIN_POLLS 64
+
+/* The wait policy: called after every pass that made no progress (@p idle such passes in a
+ * row); inline, since a spinning wait calls it between every two polls. */
+static inline void mpiar__idle(const mpiar__context_t *ctx, unsigned idle) {
+  if (ctx->yield && idle > MPIAR__SPIN_POLLS) {
+    sched_yield();
+  }
+}
 
 /* ---- plan.c ---- */
 

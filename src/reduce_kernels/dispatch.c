@@ -176,6 +176,7 @@ int mpiar__kernel_table_fill(mpiar__isa_t isa, mpiar__kernel_table_t *table) {
 /* ---- the process-wide table ---- */
 
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+static int table_ready; /* set (release) once the table and init_rc are final */
 static mpiar__kernel_table_t process_table;
 static int init_rc;
 /* The detail of a failed initialisation, repeated to every later caller on any thread. */
@@ -212,10 +213,18 @@ static void table_init(void) {
   /* Even after a failure the table holds the reference kernels, so a stray call cannot crash. */
   int fill_rc = mpiar__kernel_table_fill(level, &process_table);
   init_rc = (rc != MPIAR_SUCCESS) ? rc : fill_rc;
+  __atomic_store_n(&table_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* Build the table once (every call after the first costs one load). */
+static void table_once_run(void) {
+  if (MPIAR__UNLIKELY(!__atomic_load_n(&table_ready, __ATOMIC_ACQUIRE))) {
+    pthread_once(&table_once, table_init);
+  }
 }
 
 int mpiar__kernels_init(void) {
-  pthread_once(&table_once, table_init);
+  table_once_run();
   if (init_rc != MPIAR_SUCCESS) {
     return mpiar__error(init_rc, "%s", init_detail);
   }
@@ -223,7 +232,7 @@ int mpiar__kernels_init(void) {
 }
 
 const mpiar__kernel_table_t *mpiar__kernels(void) {
-  pthread_once(&table_once, table_init);
+  table_once_run();
   return &process_table;
 }
 
