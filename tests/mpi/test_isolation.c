@@ -1,10 +1,13 @@
 /*
  * Isolation and lifetime: user point-to-point traffic with the same tags interleaved with mpiar
  * calls on the same communicator; several communicators from MPI_Comm_split used alternately;
- * freeing a communicator releases its context; a cached plan is reused without building; steps
- * longer than the message limit are split into several messages.
+ * freeing a communicator releases its context; a cached plan is reused without building (and a
+ * call like the last one reuses its plan without a lookup, until the plan is evicted or the
+ * settings change); steps longer than the message limit are split into several messages.
  */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/context.h"
 #include "mpi_test.h"
@@ -32,6 +35,30 @@ static void check_sum(MPI_Comm comm, size_t count, const char *alg, const char *
     }
   }
   free(v);
+}
+
+/* A sum through mpiar_allreduce (no options), in place or from a separate send buffer. */
+static void memo_sum(MPI_Comm comm, size_t count, int in_place, const char *what) {
+  int csize = 0, crank = 0;
+  MPI_Comm_size(comm, &csize);
+  MPI_Comm_rank(comm, &crank);
+  int32_t *in = malloc(count * sizeof *in + 1), *out = malloc(count * sizeof *out + 1);
+  for (size_t i = 0; i < count; i++) {
+    in[i] = out[i] = (crank + 1) * (int32_t)(i % 1000 + 1);
+  }
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce(in_place ? MPIAR_IN_PLACE : in, out, count, MPIAR_INT32,
+                                       MPIAR_SUM, comm));
+  int32_t tri = csize * (csize + 1) / 2;
+  for (size_t i = 0; i < count; i++) {
+    if (out[i] != tri * (int32_t)(i % 1000 + 1) ||
+        in[i] != (crank + 1) * (int32_t)(i % 1000 + 1)) {
+      MT_CHECK(0, "%s (%s): [%zu] = %d, expected %d", what, in_place ? "in place" : "separate",
+               i, out[i], tri * (int32_t)(i % 1000 + 1));
+      break;
+    }
+  }
+  free(in);
+  free(out);
 }
 
 int main(int argc, char **argv) {
@@ -115,6 +142,39 @@ int main(int argc, char **argv) {
   built = mpiar__plans_built;
   check_sum(many, 1009, "ring", "most recent size");
   MT_CHECK(mpiar__plans_built == built, "the most recent plan was evicted");
+
+  /* 3c. Calls without options reuse the last like call's plan (no lookup); that memo follows
+   * the buffers' placement and the settings, and forgets a plan the cache evicts. */
+  built = mpiar__plans_built;
+  for (int i = 0; i < 50; i++) {
+    memo_sum(many, 777, i % 2, "repeated call");
+  }
+  MT_CHECK(mpiar__plans_built - built == 2, "50 like calls (in place and not) built %zu plans",
+           mpiar__plans_built - built);
+  mpiar__context_t *ctx = NULL;
+  MT_RC(MPIAR_SUCCESS, mpiar__context_enter(many, 0, &ctx));
+  mpiar__plan_t *memo = ctx->last_call.plan;
+  mpiar__context_leave(ctx);
+  MT_CHECK(memo != NULL && memo->key.count == 777, "the memo holds the last call's plan");
+  for (size_t c = 2000; c < 2010; c++) {
+    check_sum(many, c, "ring", "evicting the memo's plan"); /* named: the memo stays */
+  }
+  MT_CHECK(ctx->last_call.plan == NULL, "the evicted plan is still the memo's");
+  built = mpiar__plans_built;
+  memo_sum(many, 777, 1, "after the eviction");
+  MT_CHECK(mpiar__plans_built - built == 1, "the evicted plan was not rebuilt (%zu built)",
+           mpiar__plans_built - built);
+  setenv("MPIAR_ALGORITHM", "ring", 1);
+  mpiar__settings_reload();
+  memo_sum(many, 777, 1, "MPIAR_ALGORITHM=ring");
+  MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") == 0,
+           "new settings kept the old plan (%s)",
+           ctx->last_call.plan ? ctx->last_call.plan->name : "none");
+  unsetenv("MPIAR_ALGORITHM");
+  mpiar__settings_reload();
+  memo_sum(many, 777, 1, "MPIAR_ALGORITHM unset");
+  MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") != 0,
+           "the settings' reload kept the ring plan");
   mpiar__plan_cache_max = saved_max;
   MPI_Comm_free(&many);
 
