@@ -8,8 +8,10 @@
  * blocks, the max over ranks. Methods alternate block by block, so drift hits all alike:
  * the blocking call (with the wait policy of MPIAR_WAIT, and spinning), a persistent request
  * (start + wait: no selection, no plan lookup, no allocation), a nonblocking call + wait, the
- * blocking call with the argument check (MPIAR_CHECK) and in reproducible mode, and
- * MPI_Allreduce.
+ * blocking call with the argument check (MPIAR_CHECK) and in reproducible mode, MPI_Allreduce,
+ * and the blocking call and persistent requests over 8 sizes in turn (COUNT .. COUNT + 7
+ * elements, as a training step's tensors come: a blocking call like the last one reuses its plan,
+ * one of another size looks it up).
  *
  * Usage: mpiexec -n P mpiar-latency [-s BYTES] [-k CALLS] [-r BLOCKS] (--help for more)
  */
@@ -76,7 +78,8 @@ int main(int argc, char **argv) {
       .about = "Back-to-back float32 sums, for nodes with more ranks than cores: blocks of CALLS\n"
                "calls with one barrier per block, methods alternating block by block (mpiar\n"
                "with the wait policy of MPIAR_WAIT, mpiar spinning, a persistent request,\n"
-               "a nonblocking call, the argument check, reproducible mode, MPI_Allreduce).\n"
+               "a nonblocking call, the argument check, reproducible mode, MPI_Allreduce,\n"
+               "then the blocking call and 8 persistent requests over 8 sizes in turn).\n"
                "Reported: the median over blocks of the time per call, the slowest rank's.",
       .epilogue = "The sums are checked; exit code 1 if any element is wrong.",
       .args = args,
@@ -104,8 +107,10 @@ int main(int argc, char **argv) {
     return TOOL_EXIT_USAGE;
   }
   size_t count = bytes / sizeof(float);
-  float *in = malloc(count * sizeof *in), *out = malloc(count * sizeof *out);
-  double *t = calloc((size_t)(7 * blocks), sizeof *t); /* 7 methods, see below */
+  enum { NSIZES = 8 }; /* the rotating methods use COUNT .. COUNT + 7 elements */
+  size_t cap = count + NSIZES;
+  float *in = malloc(cap * sizeof *in), *out = malloc(cap * sizeof *out);
+  double *t = calloc((size_t)(9 * blocks), sizeof *t); /* 9 methods, see below */
   int have = in != NULL && out != NULL && t != NULL;
   MPI_Allreduce(MPI_IN_PLACE, &have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!have) {
@@ -118,18 +123,20 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return TOOL_EXIT_FAIL;
   }
-  for (size_t i = 0; i < count; i++) {
+  for (size_t i = 0; i < cap; i++) {
     in[i] = (float)(rank + 1);
   }
   /* Methods (alternating block by block): see the names. */
-  enum { NMETHODS = 7, MPI_METHOD = 6 };
+  enum { NMETHODS = 9, MPI_METHOD = 6 };
   static const char *names[NMETHODS] = {"mpiar_allreduce (wait policy of MPIAR_WAIT: auto)",
                                         "mpiar_allreduce, spinning (MPIAR_WAIT=spin)",
                                         "persistent: mpiar_start + mpiar_wait",
                                         "mpiar_iallreduce + mpiar_wait",
                                         "mpiar_allreduce with the argument check",
                                         "mpiar_allreduce, reproducible mode",
-                                        "MPI_Allreduce"};
+                                        "MPI_Allreduce",
+                                        "mpiar_allreduce, 8 sizes in turn",
+                                        "persistent, 8 sizes in turn (8 requests)"};
   MPI_Comm comms[2];
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[0]);
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[1]);
@@ -145,7 +152,7 @@ int main(int argc, char **argv) {
     spin->yield = 0;
     mpiar__context_leave(spin);
   }
-  mpiar_request_t persistent = MPIAR_REQUEST_NULL;
+  mpiar_request_t persistent = MPIAR_REQUEST_NULL, turns[NSIZES];
   mpiar_options_t checked = MPIAR_OPTIONS_INIT, reproducible = MPIAR_OPTIONS_INIT;
   checked.check = 1;
   reproducible.reproducible = 1;
@@ -153,6 +160,13 @@ int main(int argc, char **argv) {
                            &persistent) != MPIAR_SUCCESS) {
     fprintf(stderr, "mpiar-latency: %s\n", mpiar_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (int k = 0; k < NSIZES; k++) {
+    if (mpiar_allreduce_init(in, out, count + (size_t)k, MPIAR_FLOAT32, MPIAR_SUM, comms[0], NULL,
+                             &turns[k]) != MPIAR_SUCCESS) {
+      fprintf(stderr, "mpiar-latency: %s\n", mpiar_last_error());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
   }
   for (long b = -1; b < blocks; b++) { /* block -1 warms up */
     for (int m = 0; m < NMETHODS; m++) {
@@ -181,8 +195,16 @@ int main(int argc, char **argv) {
           rc = mpiar_allreduce_ex(in, out, count, MPIAR_FLOAT32, MPIAR_SUM, comms[0],
                                   &reproducible);
           break;
-        default:
+        case MPI_METHOD:
           rc = MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+          break;
+        case 7:
+          rc = mpiar_allreduce(in, out, count + (size_t)(c % NSIZES), MPIAR_FLOAT32, MPIAR_SUM,
+                               comms[0]);
+          break;
+        default:
+          rc = mpiar_start(&turns[c % NSIZES]);
+          rc = rc ? rc : mpiar_wait(&turns[c % NSIZES]);
           break;
         }
         if (rc != 0) {
@@ -197,6 +219,9 @@ int main(int argc, char **argv) {
     }
   }
   mpiar_request_free(&persistent);
+  for (int k = 0; k < NSIZES; k++) {
+    mpiar_request_free(&turns[k]);
+  }
   /* Every method left the same exact sum (small integers) in `out`: check the last one, and
    * mpiar's once more, so that a fast wrong answer cannot pass unnoticed. */
   int bad = 0;

@@ -159,19 +159,22 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
                     set->segment_bytes == 0;
     rc = MPIAR_SUCCESS;
-    if (automatic && ctx->last_choice.valid && ctx->last_choice.bytes == bytes &&
-        ctx->last_choice.dtype == c->dtype && ctx->last_choice.reproducible == reproducible) {
-      choice = ctx->last_choice.choice;
+    uint64_t h = ((uint64_t)bytes ^ ((uint64_t)c->dtype << 56) ^ ((uint64_t)reproducible << 63)) *
+                 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: the top bits pick the entry */
+    struct mpiar__choice_memo *m = &ctx->choices[(h >> 32) & (MPIAR__CHOICE_MEMO - 1)];
+    if (automatic && m->valid && m->bytes == bytes && m->dtype == c->dtype &&
+        m->reproducible == reproducible) {
+      choice = m->choice;
     } else {
       rc = mpiar__select(set, &ctx->selector, c->opts.algorithm, c->opts.segment_bytes, bytes,
                          c->dtype, ctx->size, ctx->has_topo ? &ctx->topo : NULL,
                          automatic && reproducible, &choice);
       if (rc == MPIAR_SUCCESS && automatic) {
-        ctx->last_choice.valid = 1;
-        ctx->last_choice.bytes = bytes;
-        ctx->last_choice.dtype = c->dtype;
-        ctx->last_choice.reproducible = reproducible;
-        ctx->last_choice.choice = choice;
+        m->valid = 1;
+        m->bytes = bytes;
+        m->dtype = c->dtype;
+        m->reproducible = reproducible;
+        m->choice = choice;
       }
     }
     alg = choice.alg;

@@ -142,6 +142,9 @@ typedef struct mpiar__notice {
   char detail[248];
 } mpiar__notice_t;
 
+/* Entries of a context's memo of automatic choices (a power of two). */
+#define MPIAR__CHOICE_MEMO 256
+
 typedef struct mpiar__context {
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
@@ -204,15 +207,16 @@ typedef struct mpiar__context {
   int nplans;
   /* What automatic choices use (tuning file, whether its table applies). */
   mpiar__selector_t selector;
-  /* The last automatic choice, so that a loop of same-size calls skips the selector. The
-   * choice depends on the datatype (a table per type, gamma per type). */
-  struct {
+  /* Recent automatic choices, so that a training step's calls (a few hundred sizes, again and
+   * again) skip the selector: direct-mapped by (bytes, datatype, reproducible), since the choice
+   * depends on the datatype (a table per type, gamma per type). */
+  struct mpiar__choice_memo {
     int valid;
     size_t bytes;
     int reproducible;
     mpiar_dtype_t dtype;
     mpiar__choice_t choice;
-  } last_choice;
+  } choices[MPIAR__CHOICE_MEMO];
   /* The plan of the last call without an algorithm name in its options, with what chose it: a
    * loop of like calls skips the selection, the plan lookup and the signature's derivation.
    * Cleared when that plan is evicted. */

@@ -175,6 +175,20 @@ int main(int argc, char **argv) {
   memo_sum(many, 777, 1, "MPIAR_ALGORITHM unset");
   MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") != 0,
            "the settings' reload kept the ring plan");
+  /* The memo of automatic choices (direct-mapped, so sizes collide) agrees with the selector. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t c = 1; c <= 600; c += 7) {
+      memo_sum(many, c * 97, 1, "memoised choice");
+      const char *alg = NULL, *source = NULL;
+      size_t seg = 0;
+      MT_RC(MPIAR_SUCCESS, mpiar_select_comm(many, c * 97, MPIAR_INT32, &alg, &seg, &source));
+      if (ctx->last_call.plan == NULL || strcmp(ctx->last_call.plan->name, alg) != 0) {
+        MT_CHECK(0, "pass %d, %zu elements: ran %s, the selector chooses %s", pass, c * 97,
+                 ctx->last_call.plan ? ctx->last_call.plan->name : "nothing", alg);
+        break;
+      }
+    }
+  }
   mpiar__plan_cache_max = saved_max;
   MPI_Comm_free(&many);
 
