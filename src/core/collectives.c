@@ -216,7 +216,8 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
  * Everything before the start: arguments, context (entered on success), selection, plan, a
  * request holding the buffers. On success the caller owns *out and is inside the context.
  */
-static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out) {
+static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out,
+                   mpiar__request_t **out) {
   const mpiar__settings_t *set = NULL;
   int rc = check_args(c, &set);
   if (rc != MPIAR_SUCCESS) {
@@ -265,8 +266,14 @@ static int prepare(call_t *c, mpiar__context_t **ctx_out, mpiar__request_t **out
       ctx->last_call.alg_index = alg_index;
     }
   }
-  mpiar__request_t *r = NULL;
-  if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
+  mpiar__request_t *r = ctx->blocking;
+  if (blocking && r != NULL && r->plan == plan) {
+    /* The last blocking call's request, done and clean: it holds the plan's reference; it
+     * takes the context's again. */
+    ctx->blocking = NULL;
+    r->state = MPIAR__REQ_INACTIVE;
+    ctx->refs++;
+  } else if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
     goto fail;
   }
   r->dtype = c->dtype;
@@ -345,20 +352,27 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   return rc;
 }
 
-/* Blocking: prepare, start, wait. */
+/*
+ * Blocking: prepare, start, wait. A successful call's request is kept for the next like call
+ * (the plan the memo holds), which then allocates and resets nothing.
+ */
 static int run_blocking(call_t *c) {
   mpiar__context_t *ctx = NULL;
   mpiar__request_t *r = NULL;
-  int rc = prepare(c, &ctx, &r);
+  int rc = prepare(c, 1, &ctx, &r);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
   ctx->refs++;
-  if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
-    mpiar__request_release(r);
+  if ((rc = mpiar__request_start(r)) == MPIAR_SUCCESS) {
+    rc = mpiar__wait_result(r);
+  }
+  if (rc == MPIAR_SUCCESS && r->plan == ctx->last_call.plan && !ctx->broken) {
+    mpiar__context_drop_blocking(ctx);
+    ctx->blocking = r;
+    ctx->refs--; /* a kept request does not hold its context */
   } else {
-    mpiar_request_t h = r;
-    rc = mpiar__wait_one(&h);
+    mpiar__request_release(r);
   }
   mpiar__context_leave(ctx);
   mpiar__context_unref(ctx);
@@ -373,7 +387,7 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
   *req = MPIAR_REQUEST_NULL;
   mpiar__context_t *ctx = NULL;
   mpiar__request_t *r = NULL;
-  int rc = prepare(c, &ctx, &r);
+  int rc = prepare(c, 0, &ctx, &r);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }

@@ -347,6 +347,7 @@ static void release_all(mpiar__context_t **ctxs, int n) {
     }
     /* A duplicate that never finished is left to MPI: MPI forbids freeing the request of a
      * nonblocking collective, and the rank that did not arrive keeps it from completing. */
+    mpiar__context_drop_blocking(ctx);
     mpiar__plans_free_all(ctx);
     free(d != NULL ? d[i].fin_from : NULL);
     unlink_live(ctx);
@@ -371,6 +372,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
     ctx->tainted = r->anext;
     mpiar__request_free_mem(r);
   }
+  mpiar__context_drop_blocking(ctx);
   mpiar__plans_free_all(ctx);
   free(ctx->mreq);
   free(ctx->mown);

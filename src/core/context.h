@@ -176,8 +176,6 @@ typedef struct mpiar__context {
 
   /* Failure: a broken context runs nothing; the reason is every later call's detail. */
   int broken;
-  char broken_reason[512];
-  mpiar__notice_t notice_out;  /* sent to every rank when this rank fails */
   MPI_Request *zombies;        /* requests of failed operations still in flight */
   size_t nzombies, zombie_cap;
   mpiar__held_t *held;
@@ -205,18 +203,6 @@ typedef struct mpiar__context {
   mpiar__plan_t *lru_head, *lru_tail;
   mpiar__plan_t *plan_last; /* the plan found or built last (the recency list's head), or NULL */
   int nplans;
-  /* What automatic choices use (tuning file, whether its table applies). */
-  mpiar__selector_t selector;
-  /* Recent automatic choices, so that a training step's calls (a few hundred sizes, again and
-   * again) skip the selector: direct-mapped by (bytes, datatype, reproducible), since the choice
-   * depends on the datatype (a table per type, gamma per type). */
-  struct mpiar__choice_memo {
-    int valid;
-    size_t bytes;
-    int reproducible;
-    mpiar_dtype_t dtype;
-    mpiar__choice_t choice;
-  } choices[MPIAR__CHOICE_MEMO];
   /* The plan of the last call without an algorithm name in its options, with what chose it: a
    * loop of like calls skips the selection, the plan lookup and the signature's derivation.
    * Cleared when that plan is evicted. */
@@ -232,6 +218,9 @@ typedef struct mpiar__context {
     unsigned settings;    /* the settings' generation */
     uint64_t alg_index;   /* the algorithm's index in the argument check's signature */
   } last_call;
+  /* The request of the last successful blocking call with that plan, kept (done, holding its
+   * plan's reference but not the context's) for the next like call, or NULL. */
+  struct mpiar_request *blocking;
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
     const void *builder;
@@ -240,6 +229,22 @@ typedef struct mpiar__context {
   } reported[16];
   int nreported;
   struct mpiar__context *live_next, *live_prev;
+
+  /* Large and rarely used, after everything a call touches. */
+  char broken_reason[512];    /* why the context broke (broken != 0) */
+  mpiar__notice_t notice_out; /* sent to every rank when this rank fails */
+  /* What automatic choices use (tuning file, whether its table applies). */
+  mpiar__selector_t selector;
+  /* Recent automatic choices, so that a training step's calls (a few hundred sizes, again and
+   * again) skip the selector: direct-mapped by (bytes, datatype, reproducible), since the choice
+   * depends on the datatype (a table per type, gamma per type). */
+  struct mpiar__choice_memo {
+    int valid;
+    size_t bytes;
+    int reproducible;
+    mpiar_dtype_t dtype;
+    mpiar__choice_t choice;
+  } choices[MPIAR__CHOICE_MEMO];
 } mpiar__context_t;
 
 /* Request states. */
@@ -260,32 +265,21 @@ typedef int (*mpiar__gpoll_fn)(void *state, int *done);
 typedef void (*mpiar__gfree_fn)(void *state);
 
 struct mpiar_request {
+  /* What every pass and every test or wait touches, first (a few cache lines). */
   uint32_t magic;
-  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
-  mpiar__gfree_fn gfree;
-  void *gstate;
+  int state;
   mpiar__context_t *ctx;
   mpiar__plan_t *plan;
+  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
   int persistent;
-  int tainted; /* failed with messages in flight: freed only with the context */
-  int state;
   int rc;                 /* the result once finished */
-  char detail[512];       /* its detail */
-  mpiar_dtype_t dtype;
-  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
-  int average;            /* final reductions divide by the rank count */
-  const void *in;         /* user buffers */
-  void *out;
-  char *base[MPIAR__BUF_COUNT];
-  void *scratch;
-  long timeout_ms;        /* 0: no deadline */
-  double deadline;
-  int check;              /* run the argument agreement first */
-  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
-  int priority;           /* higher starts first when the kvstore queues requests */
-  uint32_t seq;
+  int check_round, check_rounds;
   int slot;
   int tag_base;           /* slot << (size bits + step bits) */
+  uint32_t seq;
+  unsigned polls;         /* passes since the clock was last read */
+  unsigned tests;         /* test calls (the scan cadence of test loops) */
+  double deadline;
 
   /* Per-run working state (allocated with the request, sized by the plan). */
   uint32_t *pending;      /* per step: dependencies not yet complete */
@@ -297,19 +291,33 @@ struct mpiar_request {
   size_t nmpireq;         /* its MPI requests outstanding (in the context's table) */
   size_t comm_head, comm_tail, comp_head, comp_tail;
   size_t done;
-  unsigned polls;         /* passes since the clock was last read */
-  unsigned tests;         /* test calls (the scan cadence of test loops) */
+  struct mpiar_request *anext, *aprev; /* context's active list (or its tainted list) */
+  struct mpiar_request *next;          /* plan's spare list */
 
-  /* The argument check's state (control messages): per field, the smallest value and the
-   * lowest rank holding it (entries 2f, 2f + 1), the largest and its rank (16 + 2f, 17 + 2f). */
-  int check_round, check_rounds;
+  /* The call's arguments. */
+  mpiar_dtype_t dtype;
+  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
+  int average;            /* final reductions divide by the rank count */
+  int tainted; /* failed with messages in flight: freed only with the context */
+  const void *in;         /* user buffers */
+  void *out;
+  char *base[MPIAR__BUF_COUNT];
+  void *scratch;
+  long timeout_ms;        /* 0: no deadline */
+  int check;              /* run the argument agreement first */
+  int priority;           /* higher starts first when the kvstore queues requests */
+  mpiar__gfree_fn gfree;
+  void *gstate;
+
+  /* Rarely touched: the detail of a failure, and the argument check's state (control messages):
+   * per field, the smallest value and the lowest rank holding it (entries 2f, 2f + 1), the
+   * largest and its rank (16 + 2f, 17 + 2f). */
+  char detail[512];       /* the result's detail */
+  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
   int check_sent, check_recvd;
   int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
   uint64_t check_acc[32], check_send[32], check_in[32];
   MPI_Request check_req;
-
-  struct mpiar_request *anext, *aprev; /* context's active list (or its tainted list) */
-  struct mpiar_request *next;          /* plan's spare list */
 };
 typedef struct mpiar_request mpiar__request_t;
 
@@ -409,6 +417,13 @@ int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *s
 
 /* Wait for a started request (inside its context) and collect its result. */
 int mpiar__wait_one(mpiar_request_t *req);
+
+/* Wait for a started request (inside its context) to finish; it stays as it is (done), for the
+ * caller to release or keep. @return its result (the error detail set). */
+int mpiar__wait_result(mpiar__request_t *req);
+
+/* Give the request a blocking call kept for the next like call back to its plan's spares. */
+void mpiar__context_drop_blocking(mpiar__context_t *ctx);
 
 /* ---- executor.c ---- */
 

@@ -118,6 +118,24 @@ void mpiar__request_release(mpiar__request_t *r) {
   mpiar__context_unref(ctx);
 }
 
+void mpiar__context_drop_blocking(mpiar__context_t *ctx) {
+  mpiar__request_t *r = ctx->blocking;
+  if (r == NULL) {
+    return;
+  }
+  ctx->blocking = NULL;
+  mpiar__plan_t *plan = r->plan;
+  r->magic = 0;
+  plan->refs--;
+  if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->broken) {
+    r->next = plan->spare;
+    plan->spare = r;
+    plan->nspare++;
+  } else {
+    mpiar__request_free_mem(r);
+  }
+}
+
 /* Wait (advancing the context) until @p slot is free; the new request's deadline bounds it. */
 static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
   unsigned idle = 0;
@@ -268,8 +286,7 @@ static void advance(mpiar__context_t *ctx, unsigned *idle) {
   }
 }
 
-int mpiar__wait_one(mpiar_request_t *req) {
-  mpiar__request_t *r = *req;
+int mpiar__wait_result(mpiar__request_t *r) {
   mpiar__context_t *ctx = r->ctx;
   unsigned idle = 0;
   while (r->state == MPIAR__REQ_ACTIVE) {
@@ -283,6 +300,12 @@ int mpiar__wait_one(mpiar_request_t *req) {
   if (rc != MPIAR_SUCCESS) {
     mpiar__error(rc, "%s", r->detail);
   }
+  return rc;
+}
+
+int mpiar__wait_one(mpiar_request_t *req) {
+  mpiar__request_t *r = *req;
+  int rc = mpiar__wait_result(r);
   if (r->persistent) {
     r->state = MPIAR__REQ_INACTIVE;
   } else {

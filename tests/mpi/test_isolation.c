@@ -37,7 +37,8 @@ static void check_sum(MPI_Comm comm, size_t count, const char *alg, const char *
   free(v);
 }
 
-/* A sum through mpiar_allreduce (no options), in place or from a separate send buffer. */
+/* A sum through mpiar_allreduce, or mpiar_iallreduce + mpiar_wait when @p in_place is 2 (no
+ * options), in place or from a separate send buffer. */
 static void memo_sum(MPI_Comm comm, size_t count, int in_place, const char *what) {
   int csize = 0, crank = 0;
   MPI_Comm_size(comm, &csize);
@@ -46,8 +47,15 @@ static void memo_sum(MPI_Comm comm, size_t count, int in_place, const char *what
   for (size_t i = 0; i < count; i++) {
     in[i] = out[i] = (crank + 1) * (int32_t)(i % 1000 + 1);
   }
-  MT_RC(MPIAR_SUCCESS, mpiar_allreduce(in_place ? MPIAR_IN_PLACE : in, out, count, MPIAR_INT32,
-                                       MPIAR_SUM, comm));
+  if (in_place == 2) {
+    mpiar_request_t req = MPIAR_REQUEST_NULL;
+    MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, out, count, MPIAR_INT32, MPIAR_SUM, comm,
+                                          NULL, &req));
+    MT_RC(MPIAR_SUCCESS, mpiar_wait(&req));
+  } else {
+    MT_RC(MPIAR_SUCCESS, mpiar_allreduce(in_place ? MPIAR_IN_PLACE : in, out, count,
+                                         MPIAR_INT32, MPIAR_SUM, comm));
+  }
   int32_t tri = csize * (csize + 1) / 2;
   for (size_t i = 0; i < count; i++) {
     if (out[i] != tri * (int32_t)(i % 1000 + 1) ||
@@ -143,25 +151,43 @@ int main(int argc, char **argv) {
   check_sum(many, 1009, "ring", "most recent size");
   MT_CHECK(mpiar__plans_built == built, "the most recent plan was evicted");
 
-  /* 3c. Calls without options reuse the last like call's plan (no lookup); that memo follows
-   * the buffers' placement and the settings, and forgets a plan the cache evicts. */
+  /* 3c. Calls without options reuse the last like call's plan (no lookup), and a blocking call
+   * keeps its request for the next like one (which holds the plan: the cache cannot evict it);
+   * the memo follows the buffers' placement and the settings, and forgets a plan the cache
+   * evicts. */
   built = mpiar__plans_built;
+  size_t allocated = mpiar__requests_allocated;
   for (int i = 0; i < 50; i++) {
     memo_sum(many, 777, i % 2, "repeated call");
   }
   MT_CHECK(mpiar__plans_built - built == 2, "50 like calls (in place and not) built %zu plans",
            mpiar__plans_built - built);
+  MT_CHECK(mpiar__requests_allocated - allocated <= 3, "50 like calls allocated %zu requests",
+           mpiar__requests_allocated - allocated);
   mpiar__context_t *ctx = NULL;
   MT_RC(MPIAR_SUCCESS, mpiar__context_enter(many, 0, &ctx));
   mpiar__plan_t *memo = ctx->last_call.plan;
   mpiar__context_leave(ctx);
-  MT_CHECK(memo != NULL && memo->key.count == 777, "the memo holds the last call's plan");
+  MT_CHECK(memo != NULL && memo->key.count == 777 && ctx->blocking != NULL &&
+               ctx->blocking->plan == memo,
+           "the memo holds the last call's plan, and its request is kept");
   for (size_t c = 2000; c < 2010; c++) {
-    check_sum(many, c, "ring", "evicting the memo's plan"); /* named: the memo stays */
+    check_sum(many, c, "ring", "past the kept plan"); /* named: the memo stays */
+  }
+  MT_CHECK(ctx->last_call.plan == memo, "the kept request's plan was evicted");
+  built = mpiar__plans_built;
+  memo_sum(many, 777, 1, "after the named calls");
+  MT_CHECK(mpiar__plans_built == built, "the kept plan was rebuilt");
+  /* A nonblocking call's plan is not kept: evicting it clears the memo. */
+  memo_sum(many, 555, 2, "nonblocking call");
+  MT_CHECK(ctx->last_call.plan != NULL && ctx->last_call.plan->key.count == 555,
+           "the memo holds the nonblocking call's plan");
+  for (size_t c = 2000; c < 2010; c++) {
+    check_sum(many, c, "ring", "evicting the memo's plan");
   }
   MT_CHECK(ctx->last_call.plan == NULL, "the evicted plan is still the memo's");
   built = mpiar__plans_built;
-  memo_sum(many, 777, 1, "after the eviction");
+  memo_sum(many, 555, 2, "after the eviction");
   MT_CHECK(mpiar__plans_built - built == 1, "the evicted plan was not rebuilt (%zu built)",
            mpiar__plans_built - built);
   setenv("MPIAR_ALGORITHM", "ring", 1);
