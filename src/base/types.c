@@ -16,7 +16,8 @@ static const struct {
   unsigned ops;     /* the operations defined on the type */
   size_t max_count; /* the largest count: its byte length, twice over, fits a size_t */
 } dtypes[MPIAR__DTYPE_COUNT] = {
-#define DTYPE(id, name, short_name, size, ops) [id] = {name, short_name, size, ops, SIZE_MAX / (size) / 2}
+#define DTYPE(id, name, short_name, size, ops) \
+  [id] = {name, short_name, size, ops, SIZE_MAX / (size) / 2}
     DTYPE(MPIAR_INT8, "int8", "i8", 1, OPS_INTEGER),
     DTYPE(MPIAR_UINT8, "uint8", "u8", 1, OPS_INTEGER),
     DTYPE(MPIAR_INT32, "int32", "i32", 4, OPS_INTEGER),

@@ -216,8 +216,7 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
  * Everything before the start: arguments, context (entered on success), selection, plan, a
  * request holding the buffers. On success the caller owns *out and is inside the context.
  */
-static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out,
-                   mpiar__request_t **out) {
+static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__request_t **out) {
   const mpiar__settings_t *set = NULL;
   int rc = check_args(c, &set);
   if (rc != MPIAR_SUCCESS) {
@@ -232,8 +231,9 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out,
   int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
   if (c->coll == MPIAR__COLL_BCAST) {
     if (c->root < 0 || c->root >= ctx->size) {
-      rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
-                        c->fn, c->root, ctx->size);
+      rc =
+          mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
+                       c->fn, c->root, ctx->size);
       goto fail;
     }
   } else {
@@ -249,8 +249,7 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out,
       ctx->last_call.reproducible != reproducible ||
       ctx->last_call.segment_bytes != c->opts.segment_bytes ||
       ctx->last_call.settings != set->generation) {
-    if ((rc = find_plan(c, ctx, set, in_place, reproducible, &plan, &alg_index)) !=
-        MPIAR_SUCCESS) {
+    if ((rc = find_plan(c, ctx, set, in_place, reproducible, &plan, &alg_index)) != MPIAR_SUCCESS) {
       goto fail;
     }
     if (c->opts.algorithm == NULL) {
@@ -287,14 +286,16 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out,
   r->base[MPIAR__BUF_SCRATCH] = (char *)r->scratch;
   r->timeout_ms = timeout_ms;
   r->check = c->opts.check >= 0 ? c->opts.check : set->check;
-  r->signature[0] = (uint64_t)c->coll;
-  r->signature[1] = (uint64_t)c->count;
-  r->signature[2] = (uint64_t)plan->key.elem_size;
-  r->signature[3] = (uint64_t)c->dtype;
-  r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
-  r->signature[5] = alg_index;
-  r->signature[6] = (uint64_t)plan->key.segment_elems;
-  r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
+  if (r->check) { /* what the argument check agrees on */
+    r->signature[0] = (uint64_t)c->coll;
+    r->signature[1] = (uint64_t)c->count;
+    r->signature[2] = (uint64_t)plan->key.elem_size;
+    r->signature[3] = (uint64_t)c->dtype;
+    r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
+    r->signature[5] = alg_index;
+    r->signature[6] = (uint64_t)plan->key.segment_elems;
+    r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
+  }
   *ctx_out = ctx;
   *out = r;
   return MPIAR_SUCCESS;

@@ -33,7 +33,6 @@ size_t mpiar__max_message_bytes = (size_t)1 << 30;
 /* How long the release of a broken context waits for the other ranks to drain. */
 #define MPIAR__DRAIN_SECONDS 5.0
 
-
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 static mpiar__context_t *live_head;
 static int live_count;

@@ -166,7 +166,7 @@ typedef struct mpiar__context {
 
   /* Operations in progress. */
   uint32_t seq;                     /* operations started so far */
-  int next_slot;                    /* the next operation's slot (seq mod nslots, kept as a counter) */
+  int next_slot;                    /* the next operation's slot: seq mod nslots */
   struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
   struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
   struct mpiar_request *active_tail;
@@ -277,8 +277,8 @@ struct mpiar_request {
   int slot;
   int tag_base;           /* slot << (size bits + step bits) */
   uint32_t seq;
-  unsigned polls;         /* passes since the clock was last read */
-  unsigned tests;         /* test calls (the scan cadence of test loops) */
+  unsigned polls; /* passes since the clock was last read */
+  unsigned tests; /* test calls (the scan cadence of test loops) */
   double deadline;
 
   /* Per-run working state (allocated with the request, sized by the plan). */
@@ -296,24 +296,24 @@ struct mpiar_request {
 
   /* The call's arguments. */
   mpiar_dtype_t dtype;
-  mpiar_op_t kop;         /* the kernel's operation (AVG runs as SUM) */
-  int average;            /* final reductions divide by the rank count */
-  int tainted; /* failed with messages in flight: freed only with the context */
-  const void *in;         /* user buffers */
+  mpiar_op_t kop; /* the kernel's operation (AVG runs as SUM) */
+  int average;    /* final reductions divide by the rank count */
+  int tainted;    /* failed with messages in flight: freed only with the context */
+  const void *in; /* user buffers */
   void *out;
   char *base[MPIAR__BUF_COUNT];
   void *scratch;
-  long timeout_ms;        /* 0: no deadline */
-  int check;              /* run the argument agreement first */
-  int priority;           /* higher starts first when the kvstore queues requests */
+  long timeout_ms; /* 0: no deadline */
+  int check;       /* run the argument agreement first */
+  int priority;    /* higher starts first when the kvstore queues requests */
   mpiar__gfree_fn gfree;
   void *gstate;
 
   /* Rarely touched: the detail of a failure, and the argument check's state (control messages):
    * per field, the smallest value and the lowest rank holding it (entries 2f, 2f + 1), the
    * largest and its rank (16 + 2f, 17 + 2f). */
-  char detail[512];       /* the result's detail */
-  uint64_t signature[8];  /* the arguments the check agrees on (see executor.c) */
+  char detail[512];      /* the result's detail */
+  uint64_t signature[8]; /* the arguments the check agrees on (see executor.c) */
   int check_sent, check_recvd;
   int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
   uint64_t check_acc[32], check_send[32], check_in[32];

@@ -676,8 +676,8 @@ static void pass_failed(mpiar__request_t *r, int rc) {
 void mpiar__request_post(mpiar__request_t *r) {
   int progressed = 0;
   int rc = r->check_round < r->check_rounds ? check_pass(r, &progressed)
-           : has_work(r)                      ? data_pass(r, &progressed)
-                                              : MPIAR_SUCCESS;
+           : has_work(r)                    ? data_pass(r, &progressed)
+                                            : MPIAR_SUCCESS;
   if (rc != MPIAR_SUCCESS) {
     pass_failed(r, rc);
   }

@@ -49,19 +49,18 @@ static void memo_sum(MPI_Comm comm, size_t count, int in_place, const char *what
   }
   if (in_place == 2) {
     mpiar_request_t req = MPIAR_REQUEST_NULL;
-    MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, out, count, MPIAR_INT32, MPIAR_SUM, comm,
-                                          NULL, &req));
+    MT_RC(MPIAR_SUCCESS,
+          mpiar_iallreduce(MPIAR_IN_PLACE, out, count, MPIAR_INT32, MPIAR_SUM, comm, NULL, &req));
     MT_RC(MPIAR_SUCCESS, mpiar_wait(&req));
   } else {
-    MT_RC(MPIAR_SUCCESS, mpiar_allreduce(in_place ? MPIAR_IN_PLACE : in, out, count,
-                                         MPIAR_INT32, MPIAR_SUM, comm));
+    MT_RC(MPIAR_SUCCESS, mpiar_allreduce(in_place ? MPIAR_IN_PLACE : in, out, count, MPIAR_INT32,
+                                         MPIAR_SUM, comm));
   }
   int32_t tri = csize * (csize + 1) / 2;
   for (size_t i = 0; i < count; i++) {
-    if (out[i] != tri * (int32_t)(i % 1000 + 1) ||
-        in[i] != (crank + 1) * (int32_t)(i % 1000 + 1)) {
-      MT_CHECK(0, "%s (%s): [%zu] = %d, expected %d", what, in_place ? "in place" : "separate",
-               i, out[i], tri * (int32_t)(i % 1000 + 1));
+    if (out[i] != tri * (int32_t)(i % 1000 + 1) || in[i] != (crank + 1) * (int32_t)(i % 1000 + 1)) {
+      MT_CHECK(0, "%s (%s): [%zu] = %d, expected %d", what, in_place ? "in place" : "separate", i,
+               out[i], tri * (int32_t)(i % 1000 + 1));
       break;
     }
   }
