@@ -13,21 +13,24 @@
 #define MPIAR__DTYPE_COUNT ((int)MPIAR_FLOAT64 + 1)
 #define MPIAR__OP_COUNT ((int)MPIAR_AVG + 1)
 
+/* MPIAR__COLD marks error reporting, so that the branches leading to it leave the hot path. */
 #if defined(__GNUC__)
 #define MPIAR__PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define MPIAR__LIKELY(x) __builtin_expect(!!(x), 1)
 #define MPIAR__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MPIAR__COLD __attribute__((cold))
 #else
 #define MPIAR__PRINTF(f, a)
 #define MPIAR__LIKELY(x) (x)
 #define MPIAR__UNLIKELY(x) (x)
+#define MPIAR__COLD
 #endif
 
 /*
  * Record a detail message for mpiar_last_error() on this thread and return @p code, so that a
  * failure is reported in one line: `return mpiar__error(MPIAR_ERR_NOMEM, "plan of %zu", n);`.
  */
-int mpiar__error(int code, const char *fmt, ...) MPIAR__PRINTF(2, 3);
+int mpiar__error(int code, const char *fmt, ...) MPIAR__PRINTF(2, 3) MPIAR__COLD;
 
 /* Clear this thread's detail message (public calls do this on entry). */
 void mpiar__error_clear(void);
