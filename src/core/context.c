@@ -592,6 +592,34 @@ static int find_nodes(mpiar__context_t *ctx, long timeout_ms, uint64_t selector_
   return rc;
 }
 
+/*
+ * The CPUs the ranks of this rank's node may use together: the union of their affinity masks, by
+ * one OR of a mask per node over the communicator (collective). Ranks pinned one per core are
+ * then not taken for an oversubscribed node, nor unpinned ones sharing it for a free one. 0 when
+ * there are too many nodes for one mask each (the caller falls back on this rank's own mask).
+ */
+static int node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out) {
+  *out = 0;
+  size_t words = (size_t)ctx->nnodes * MPIAR__CPU_WORDS;
+  if (ctx->node_of == NULL || ctx->nnodes < 1 || words > ((size_t)1 << 16)) {
+    return MPIAR_SUCCESS;
+  }
+  uint64_t *masks = calloc(words, sizeof *masks);
+  if (masks == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the CPU masks of %d nodes", ctx->nnodes);
+  }
+  uint64_t *mine = masks + (size_t)ctx->node_of[ctx->rank] * MPIAR__CPU_WORDS;
+  mpiar__usable_cpu_mask(mine);
+  int rc = mpiar__internal_allreduce(ctx, masks, words, MPIAR_UINT64, MPIAR_BOR, timeout_ms);
+  if (rc == MPIAR_SUCCESS) {
+    for (int w = 0; w < MPIAR__CPU_WORDS; w++) {
+      *out += __builtin_popcountll(mine[w]);
+    }
+  }
+  free(masks);
+  return rc;
+}
+
 /* Everything after the duplicate exists: tags, buffers, nodes, the wait policy. */
 static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, long timeout_ms) {
   /* Library errors are returned as codes, never turned into an abort by MPI. */
@@ -628,8 +656,14 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
    * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
   int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
   mpiar__kernel_set_default_threads(share > 0 ? share : 1);
+  /* Waiting ranks yield when the node has more ranks than CPUs among them all. */
+  int cpus = 0;
+  if ((rc = node_cpus(ctx, timeout_ms, &cpus)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  ctx->node_cpus = cpus > 0 ? cpus : ctx->cores;
   ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->cores);
+               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->node_cpus);
   return MPIAR_SUCCESS;
 }
 

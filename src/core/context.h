@@ -155,6 +155,7 @@ typedef struct mpiar__context {
   mpiar__topology_t topo; /* built from node_of unless MPIAR_TOPOLOGY=flat */
   int has_topo;
   int cores;         /* CPUs this process may use */
+  int node_cpus;     /* CPUs the ranks of this node may use together (union of their masks) */
   int yield;         /* 1: waiting ranks give their core away after a short spin */
   int attached;      /* 1 while the attribute holds the context */
   int refs;          /* the attribute + every request that points here */

@@ -257,6 +257,18 @@ int mpiar__usable_cpus(void) {
   return n > 0 ? (int)n : 1;
 }
 
+void mpiar__usable_cpu_mask(uint64_t mask[MPIAR__CPU_WORDS]) {
+  memset(mask, 0, MPIAR__CPU_WORDS * sizeof *mask);
+  cpu_set_t set;
+  int have = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0;
+  int n = have ? CPU_SETSIZE : mpiar__usable_cpus();
+  for (int c = 0; c < n && c < 64 * MPIAR__CPU_WORDS; c++) {
+    if (!have || CPU_ISSET(c, &set)) {
+      mask[c / 64] |= (uint64_t)1 << (c % 64);
+    }
+  }
+}
+
 int mpiar__kernel_threads(void) {
 #if defined(MPIAR_HAVE_OPENMP)
   /* MPIAR_NUM_THREADS, capped at the CPUs this process may use: more threads than CPUs only

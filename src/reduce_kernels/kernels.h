@@ -10,6 +10,7 @@
 #define MPIAR_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/common.h"
 
@@ -97,6 +98,13 @@ int mpiar__kernel_threads(void);
 
 /* CPUs this process may run on (its affinity mask). */
 int mpiar__usable_cpus(void);
+
+/* Words of a CPU bit mask: CPUs 0 .. 64 * MPIAR__CPU_WORDS - 1. */
+#define MPIAR__CPU_WORDS 16
+
+/* This process's affinity mask as bits (CPU c is bit c % 64 of word c / 64); without one, the
+ * first mpiar__usable_cpus() CPUs. */
+void mpiar__usable_cpu_mask(uint64_t mask[MPIAR__CPU_WORDS]);
 void mpiar__kernel_set_default_threads(int nthreads);
 
 /* Spans shorter than this many bytes (per operand) run on one thread. */
