@@ -353,31 +353,94 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   return rc;
 }
 
+/* A hash of an allreduce's buffers, count, datatype and operation (never 0). */
+static uint64_t same_call_key(const call_t *c) {
+  uint64_t h = (uint64_t)(uintptr_t)c->in * 0x9e3779b97f4a7c15ull;
+  h ^= (uint64_t)(uintptr_t)c->out + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
+  h ^= (uint64_t)c->count + 0x85ebca77c2b2ae63ull + (h << 6) + (h >> 2);
+  h ^= ((uint64_t)c->dtype << 8 | (uint64_t)c->op) + (h << 6) + (h >> 2);
+  return h | 1;
+}
+
 /*
- * Blocking: prepare, start, wait. A successful call's request is kept for the next like call
- * (the plan the memo holds), which then allocates and resets nothing.
+ * Run a prepared blocking request (the caller is inside @p ctx): start, wait, then keep the
+ * request for the next like call if it succeeded with the memo's plan, else release it.
+ * @p no_options: the call had no options (the same call again may then skip the checks).
  */
-static int run_blocking(call_t *c) {
-  mpiar__context_t *ctx = NULL;
-  mpiar__request_t *r = NULL;
-  int rc = prepare(c, 1, &ctx, &r);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
+static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t *c, int no_options,
+                        unsigned settings) {
   ctx->refs++;
-  if ((rc = mpiar__request_start(r)) == MPIAR_SUCCESS) {
+  int rc = mpiar__request_start(r);
+  if (rc == MPIAR_SUCCESS) {
     rc = mpiar__wait_result(r);
   }
   if (rc == MPIAR_SUCCESS && r->plan == ctx->last_call.plan && !ctx->broken) {
     mpiar__context_drop_blocking(ctx);
     ctx->blocking = r;
     ctx->refs--; /* a kept request does not hold its context */
+    ctx->same_call.valid = no_options && c->coll == MPIAR__COLL_ALLREDUCE;
+    __atomic_store_n(&ctx->same_call.key, ctx->same_call.valid ? same_call_key(c) : 0,
+                     __ATOMIC_RELAXED);
+    ctx->same_call.in = c->in;
+    ctx->same_call.out = c->out;
+    ctx->same_call.count = c->count;
+    ctx->same_call.dtype = c->dtype;
+    ctx->same_call.op = c->op;
+    ctx->same_call.settings = settings;
   } else {
     mpiar__request_release(r);
   }
   mpiar__context_leave(ctx);
   mpiar__context_unref(ctx);
   return rc;
+}
+
+/*
+ * Blocking: prepare, start, wait. A successful call's request is kept for the next like call
+ * (the plan the memo holds), which then allocates and resets nothing.
+ */
+static int run_blocking(call_t *c, int no_options) {
+  mpiar__context_t *ctx = NULL;
+  mpiar__request_t *r = NULL;
+  int rc = prepare(c, 1, &ctx, &r);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  const mpiar__settings_t *set = NULL;
+  mpiar__settings(&set);
+  return run_prepared(ctx, r, c, no_options, set->generation);
+}
+
+/*
+ * The same allreduce as the last blocking call on @p comm (no options; the same buffers, count,
+ * datatype and operation; the same settings): its arguments passed every check then, and its
+ * request is kept as it ran. *handled is 0 when this is not such a call (nothing was done).
+ */
+static int run_same_call(const call_t *c, int *handled) {
+  *handled = 0;
+  mpiar__context_t *ctx = mpiar__context_cached(c->comm);
+  const mpiar__settings_t *set = NULL;
+  /* The key is read before entering (other calls' fields are only read inside). */
+  if (ctx == NULL || __atomic_load_n(&ctx->same_call.key, __ATOMIC_RELAXED) != same_call_key(c) ||
+      mpiar__settings_checked(&set, NULL) != MPIAR_SUCCESS) {
+    return MPIAR_SUCCESS;
+  }
+  if (mpiar__context_enter_ctx(ctx) != MPIAR_SUCCESS) {
+    return MPIAR_SUCCESS; /* the full path reports it */
+  }
+  mpiar__request_t *r = ctx->blocking;
+  if (ctx->broken || r == NULL || !ctx->same_call.valid || ctx->same_call.in != c->in ||
+      ctx->same_call.out != c->out || ctx->same_call.count != c->count ||
+      ctx->same_call.dtype != c->dtype || ctx->same_call.op != c->op ||
+      ctx->same_call.settings != set->generation || r->plan != ctx->last_call.plan) {
+    mpiar__context_leave(ctx);
+    return MPIAR_SUCCESS;
+  }
+  *handled = 1;
+  ctx->blocking = NULL;
+  r->state = MPIAR__REQ_INACTIVE;
+  ctx->refs++; /* the request holds its context again */
+  return run_prepared(ctx, r, c, 1, set->generation);
 }
 
 /* Nonblocking (start now) or persistent (start later). */
@@ -424,8 +487,16 @@ static int start_call(call_t *c, const mpiar_options_t *opts) {
 int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
                        mpiar_op_t op, MPI_Comm comm, const mpiar_options_t *opts) {
   call_t c = ALLREDUCE_CALL("mpiar_allreduce", sendbuf, recvbuf, count, dtype, op, comm);
+  if (opts == NULL) {
+    mpiar__error_clear();
+    int handled = 0;
+    int rc = run_same_call(&c, &handled);
+    if (handled) {
+      return rc;
+    }
+  }
   int rc = start_call(&c, opts);
-  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c, opts == NULL);
 }
 
 int mpiar_allreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
@@ -437,7 +508,7 @@ int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_C
                    const mpiar_options_t *opts) {
   call_t c = BCAST_CALL("mpiar_bcast", buf, count, dtype, root, comm);
   int rc = start_call(&c, opts);
-  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c, 0);
 }
 
 int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm) {

@@ -808,6 +808,16 @@ static int context_lookup(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx
   return MPIAR_SUCCESS;
 }
 
+mpiar__context_t *mpiar__context_cached(MPI_Comm comm) {
+  unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  for (int i = 0; i < MPIAR__CACHE_WAYS; i++) {
+    if (cache[i].ctx != NULL && cache[i].comm == comm && cache[i].gen == gen) {
+      return cache[i].ctx;
+    }
+  }
+  return NULL;
+}
+
 int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **out) {
   mpiar__context_t *ctx = NULL;
   int rc = context_lookup(comm, timeout_ms, &ctx);

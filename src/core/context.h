@@ -222,6 +222,19 @@ typedef struct mpiar__context {
   /* The request of the last successful blocking call with that plan, kept (done, holding its
    * plan's reference but not the context's) for the next like call, or NULL. */
   struct mpiar_request *blocking;
+  /* That call's arguments when it had no options: the same call again (the same buffers, count,
+   * datatype and operation, under the same settings) passed every argument check already and
+   * runs the kept request as it is. */
+  struct {
+    uint64_t key; /* a hash of the fields below, read before entering (atomic); 0: none */
+    int valid;
+    const void *in;
+    void *out;
+    size_t count;
+    mpiar_dtype_t dtype;
+    mpiar_op_t op;
+    unsigned settings;
+  } same_call;
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
     const void *builder;
@@ -360,6 +373,9 @@ int mpiar__check_comm(MPI_Comm comm);
  * On success the calling thread has entered the context (mpiar__context_leave() releases it).
  */
 int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx);
+
+/* The context of @p comm if this thread used it recently (no MPI call, no creation), or NULL. */
+mpiar__context_t *mpiar__context_cached(MPI_Comm comm);
 
 /* Enter a context known from a request (MPIAR_ERR_CONCURRENT if another thread is inside). */
 int mpiar__context_enter_ctx(mpiar__context_t *ctx);

@@ -200,6 +200,46 @@ int main(int argc, char **argv) {
   memo_sum(many, 777, 1, "MPIAR_ALGORITHM unset");
   MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") != 0,
            "the settings' reload kept the ring plan");
+  /* The same call again runs the kept request as it is; a call that differs only in its
+   * operation or datatype (same buffers and sizes) must not. */
+  {
+    int csize = 0, crank = 0;
+    MPI_Comm_size(many, &csize);
+    MPI_Comm_rank(many, &crank);
+    int32_t buf[64];
+    static const mpiar_op_t ops[] = {MPIAR_SUM, MPIAR_SUM, MPIAR_MAX, MPIAR_MAX,
+                                     MPIAR_MIN, MPIAR_SUM, MPIAR_BXOR};
+    allocated = mpiar__requests_allocated;
+    for (int round = 0; round < 3; round++) {
+      for (size_t kk = 0; kk < 2 * (sizeof ops / sizeof ops[0]); kk++) {
+        size_t k = kk / 2; /* each call twice in a row: the second is the same call again */
+        for (int i = 0; i < 64; i++) {
+          buf[i] = (crank + 1) * (i + 1);
+        }
+        mpiar_dtype_t dt = (k % 2) ? MPIAR_UINT32 : MPIAR_INT32;
+        MT_RC(MPIAR_SUCCESS, mpiar_allreduce(MPIAR_IN_PLACE, buf, 64, dt, ops[k], many));
+        for (int i = 0; i < 64; i++) {
+          int32_t want = 0;
+          for (int q = 1; q <= csize; q++) {
+            int32_t v = q * (i + 1);
+            want = q == 1                ? v
+                   : ops[k] == MPIAR_SUM ? want + v
+                   : ops[k] == MPIAR_MAX ? (v > want ? v : want)
+                   : ops[k] == MPIAR_MIN ? (v < want ? v : want)
+                                         : want ^ v;
+          }
+          if (buf[i] != want) {
+            MT_CHECK(0, "same buffers, operation %d: [%d] = %d, expected %d", (int)ops[k], i,
+                     buf[i], want);
+            break;
+          }
+        }
+      }
+    }
+    MT_CHECK(mpiar__requests_allocated - allocated <= 2, "like calls allocated %zu requests",
+             mpiar__requests_allocated - allocated);
+  }
+
   /* The memo of automatic choices (direct-mapped, so sizes collide) agrees with the selector. */
   for (int pass = 0; pass < 2; pass++) {
     for (size_t c = 1; c <= 600; c += 7) {
