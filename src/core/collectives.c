@@ -216,7 +216,8 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
  * Everything before the start: arguments, context (entered on success), selection, plan, a
  * request holding the buffers. On success the caller owns *out and is inside the context.
  */
-static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__request_t **out) {
+static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__request_t **out,
+                   unsigned *settings) {
   const mpiar__settings_t *set = NULL;
   int rc = check_args(c, &set);
   if (rc != MPIAR_SUCCESS) {
@@ -298,6 +299,7 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__r
   }
   *ctx_out = ctx;
   *out = r;
+  *settings = set->generation;
   return MPIAR_SUCCESS;
 fail:
   mpiar__context_leave(ctx);
@@ -378,8 +380,8 @@ static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t
     mpiar__context_drop_blocking(ctx);
     ctx->blocking = r;
     ctx->refs--; /* a kept request does not hold its context */
-    ctx->same_call.valid = no_options && c->coll == MPIAR__COLL_ALLREDUCE;
-    __atomic_store_n(&ctx->same_call.key, ctx->same_call.valid ? same_call_key(c) : 0,
+    __atomic_store_n(&ctx->same_call.key,
+                     no_options && c->coll == MPIAR__COLL_ALLREDUCE ? same_call_key(c) : 0,
                      __ATOMIC_RELAXED);
     ctx->same_call.in = c->in;
     ctx->same_call.out = c->out;
@@ -402,13 +404,12 @@ static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t
 static int run_blocking(call_t *c, int no_options) {
   mpiar__context_t *ctx = NULL;
   mpiar__request_t *r = NULL;
-  int rc = prepare(c, 1, &ctx, &r);
+  unsigned settings = 0;
+  int rc = prepare(c, 1, &ctx, &r, &settings);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  const mpiar__settings_t *set = NULL;
-  mpiar__settings(&set);
-  return run_prepared(ctx, r, c, no_options, set->generation);
+  return run_prepared(ctx, r, c, no_options, settings);
 }
 
 /*
@@ -429,7 +430,7 @@ static int run_same_call(const call_t *c, int *handled) {
     return MPIAR_SUCCESS; /* the full path reports it */
   }
   mpiar__request_t *r = ctx->blocking;
-  if (ctx->broken || r == NULL || !ctx->same_call.valid || ctx->same_call.in != c->in ||
+  if (ctx->broken || r == NULL || ctx->same_call.key == 0 || ctx->same_call.in != c->in ||
       ctx->same_call.out != c->out || ctx->same_call.count != c->count ||
       ctx->same_call.dtype != c->dtype || ctx->same_call.op != c->op ||
       ctx->same_call.settings != set->generation || r->plan != ctx->last_call.plan) {
@@ -451,7 +452,8 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
   *req = MPIAR_REQUEST_NULL;
   mpiar__context_t *ctx = NULL;
   mpiar__request_t *r = NULL;
-  int rc = prepare(c, 0, &ctx, &r);
+  unsigned settings = 0;
+  int rc = prepare(c, 0, &ctx, &r, &settings);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }

@@ -202,7 +202,6 @@ typedef struct mpiar__context {
   /* Plan cache. */
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
   mpiar__plan_t *lru_head, *lru_tail;
-  mpiar__plan_t *plan_last; /* the plan found or built last (the recency list's head), or NULL */
   int nplans;
   /* The plan of the last call without an algorithm name in its options, with what chose it: a
    * loop of like calls skips the selection, the plan lookup and the signature's derivation.
@@ -227,7 +226,6 @@ typedef struct mpiar__context {
    * runs the kept request as it is. */
   struct {
     uint64_t key; /* a hash of the fields below, read before entering (atomic); 0: none */
-    int valid;
     const void *in;
     void *out;
     size_t count;

@@ -182,9 +182,6 @@ static void plan_evict(mpiar__context_t *ctx, mpiar__plan_t *victim) {
   }
   *link = victim->hnext;
   lru_unlink(ctx, victim);
-  if (ctx->plan_last == victim) {
-    ctx->plan_last = NULL;
-  }
   if (ctx->last_call.plan == victim) {
     ctx->last_call.plan = NULL;
   }
@@ -207,12 +204,6 @@ void mpiar__plans_free_all(mpiar__context_t *ctx) {
 
 int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
                     mpiar__builder_fn build, mpiar__plan_t **plan) {
-  /* A loop of like calls asks for the same plan again: it is first in the recency list. */
-  mpiar__plan_t *last = ctx->plan_last;
-  if (last != NULL && key_equal(&last->key, key)) {
-    *plan = last;
-    return MPIAR_SUCCESS;
-  }
   uint32_t h = key_hash(key);
   mpiar__plan_t **bucket = &ctx->buckets[h & (MPIAR__PLAN_BUCKETS - 1)];
   for (mpiar__plan_t *p = *bucket; p != NULL; p = p->hnext) {
@@ -221,7 +212,6 @@ int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const c
         lru_unlink(ctx, p);
         lru_push_front(ctx, p);
       }
-      ctx->plan_last = p;
       *plan = p;
       return MPIAR_SUCCESS;
     }
@@ -245,7 +235,6 @@ int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const c
     }
     p = prev;
   }
-  ctx->plan_last = fresh;
   *plan = fresh;
   return MPIAR_SUCCESS;
 }

@@ -40,32 +40,13 @@ static const char *placement_name(int pl) {
   return pl == 0 ? "block" : pl == 1 ? "roundrobin" : "random";
 }
 
-/* Nodes of the given sizes: block, round-robin, or ranks shuffled over the same node sizes. */
+/* Nodes of the given sizes: block, round-robin, or ranks shuffled over the same node sizes (the
+ * shuffle advances the test's generator). */
 static int make_topology(mpiar__topology_t *t, int nnodes, const int *sizes, int placement) {
   if (placement < 2) {
     return mpiar__topology_uneven(t, nnodes, sizes, (mpiar__placement_t)placement);
   }
-  int p = 0;
-  for (int i = 0; i < nnodes; i++) {
-    p += sizes[i];
-  }
-  int *label = malloc((size_t)p * sizeof *label);
-  if (label == NULL) {
-    return MPIAR_ERR_NOMEM;
-  }
-  for (int i = 0, r = 0; i < nnodes; i++) {
-    for (int j = 0; j < sizes[i]; j++) {
-      label[r++] = 1000 + 7 * i; /* any labels: the topology renumbers them */
-    }
-  }
-  for (int r = p - 1; r > 0; r--) {
-    const int q = (int)(next_random() % (uint64_t)(r + 1)), x = label[r];
-    label[r] = label[q];
-    label[q] = x;
-  }
-  int rc = mpiar__topology_from_map(t, p, label);
-  free(label);
-  return rc;
+  return mpiar__topology_shuffled(t, nnodes, sizes, &rng);
 }
 
 static void run_seg(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
