@@ -107,6 +107,9 @@ def extension(include_dirs, library_dir):
         include_dirs=include_dirs + [mpi4py.get_include()],
         library_dirs=[library_dir],
         runtime_library_dirs=[library_dir],
+        # DT_RPATH, which the loader searches before LD_LIBRARY_PATH (a DT_RUNPATH comes after
+        # it): a libmpiar of another build on LD_LIBRARY_PATH must not replace this one.
+        extra_link_args=["-Wl,--disable-new-dtags"],
         libraries=["mpiar"],
         define_macros=[("_GNU_SOURCE", None)],
         extra_compile_args=["-std=c11", "-Wall", "-Wextra"],

@@ -113,7 +113,8 @@ function(mpiar_python_add_tests)
             python_train_np1 python_train_np2 python_train_np4 python_train_resume_np2
             python_pip_install)
   if(A_SKIP)
-    foreach(n ${names} python_import_mpi_mismatch python_wrong_launcher)
+    foreach(n ${names} python_import_mpi_mismatch python_import_c_library_path
+              python_wrong_launcher)
       add_test(NAME ${n} COMMAND "${_mpiar_py_driver}" --skip "${A_SKIP}")
       set_tests_properties(${n} PROPERTIES LABELS python TIMEOUT 10 SKIP_RETURN_CODE 77)
     endforeach()
@@ -164,6 +165,13 @@ function(mpiar_python_add_tests)
                       ARGS "${src}" "${PROJECT_BINARY_DIR}" "$<TARGET_FILE_DIR:mpiar>"
                            "${work}/mismatch"
                            "${A_MISMATCH_MPICC}")
+  endif()
+  # A C program's environment names the main build's libmpiar (built with this build's own MPI)
+  # on LD_LIBRARY_PATH: the package must still load its own build and import.
+  if(A_MISMATCH_MPICC)
+    mpiar_python_test(NAME python_import_c_library_path NP 2 NEED numpy,mpi4py TIMEOUT 60
+                      ENV "LD_LIBRARY_PATH=$<TARGET_FILE_DIR:mpiar>"
+                      ARGS "${tests}/check_library_path.py")
   endif()
   # Launched by another MPI's mpiexec, every process is a singleton: the size check must fail.
   if(A_WRONG_MPIEXEC)
