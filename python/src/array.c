@@ -388,6 +388,41 @@ static int buffer_get(PyObject *obj, pyar_array_t *a, const char *fname, const c
   return 0;
 }
 
+/*
+ * Whether @p obj has __array_interface__: 1, 0, or -1 with the exception its lookup raised (the
+ * program's own, passed on as it is). An AttributeError raised by a descriptor that the type does
+ * define (a property with a bug inside) counts as no interface, but is handed back in *@p cause
+ * so that the "not an array" error can name it; a plain missing attribute has no cause.
+ */
+static int array_interface(PyObject *obj, PyObject **cause) {
+  static PyObject *name;
+  if (name == NULL && (name = PyUnicode_InternFromString("__array_interface__")) == NULL) {
+    return -1;
+  }
+  PyObject *v = PyObject_GetAttr(obj, name);
+  if (v != NULL) {
+    Py_DECREF(v);
+    return 1;
+  }
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+    return -1;
+  }
+  PyObject *t, *e, *tb;
+  PyErr_Fetch(&t, &e, &tb);
+  if (_PyType_Lookup(Py_TYPE(obj), name) != NULL) {
+    PyErr_NormalizeException(&t, &e, &tb);
+    if (tb != NULL) {
+      PyException_SetTraceback(e, tb);
+    }
+    *cause = e;
+    e = NULL;
+  }
+  Py_XDECREF(t);
+  Py_XDECREF(e);
+  Py_XDECREF(tb);
+  return 0;
+}
+
 int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char *what) {
   /* Tensors have no buffer protocol, so buffers (NumPy arrays) never pay for the tensor test. */
   if (PyObject_CheckBuffer(obj)) {
@@ -396,7 +431,12 @@ int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char
   if (is_tensor(obj)) {
     return torch_get(obj, a, fname, what);
   }
-  if (PyObject_HasAttrString(obj, "__array_interface__")) {
+  PyObject *cause = NULL;
+  int has = array_interface(obj, &cause);
+  if (has < 0) {
+    return -1;
+  }
+  if (has) {
     if (numpy_load(fname) < 0) {
       return -1;
     }
@@ -412,6 +452,13 @@ int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char
                "%s: %s must be a NumPy array, a torch.Tensor, or an object with the buffer "
                "protocol or __array_interface__, not %.200s",
                fname, what, Py_TYPE(obj)->tp_name);
+  if (cause != NULL) {
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyException_SetCause(v, cause); /* steals cause */
+    PyErr_Restore(t, v, tb);
+  }
   return -1;
 }
 

@@ -30,6 +30,40 @@ def test_not_an_array(bad):
         mpiar.allreduce(bad)
 
 
+class _RaisesInInterface:
+    """An array-like whose __array_interface__ fails with the program's own exception."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    @property
+    def __array_interface__(self):
+        raise self.exc
+
+
+def test_exception_of_array_interface_is_kept():
+    # The program's exception comes through as it was raised, not as "not an array".
+    with pytest.raises(RuntimeError, match="the interface broke") as info:
+        mpiar.allreduce(_RaisesInInterface(RuntimeError("the interface broke")))
+    assert "must be a NumPy array" not in str(info.value)
+    with pytest.raises(ZeroDivisionError):
+        mpiar.bcast(_RaisesInInterface(ZeroDivisionError("no")))
+    out = np.zeros(3)
+    with pytest.raises(KeyError, match="shape"):
+        mpiar.allreduce(np.ones(3), out=_RaisesInInterface(KeyError("shape")))
+    # An AttributeError raised inside the property reads as "no interface": the TypeError then
+    # names its cause instead of hiding it.
+    with pytest.raises(TypeError, match="must be a NumPy array") as info:
+        mpiar.allreduce(_RaisesInInterface(AttributeError("a typo inside the property")))
+    assert isinstance(info.value.__cause__, AttributeError)
+    assert "a typo inside the property" in str(info.value.__cause__)
+    # A plain object without the attribute has no cause to show.
+    with pytest.raises(TypeError, match="must be a NumPy array") as info:
+        mpiar.allreduce(object())
+    assert info.value.__cause__ is None
+    assert out.tolist() == [0.0] * 3
+
+
 @pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.complex64, np.longdouble, object,
                                    ">f4", "S3", [("a", "i4"), ("b", "f4")]])
 def test_unsupported_dtypes(dtype):
