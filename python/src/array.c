@@ -35,8 +35,10 @@ static struct {
   PyObject *dtypes[N_TORCH_TYPES];
   PyObject *strided;
   PyObject *empty;
+  PyObject *is_grad_enabled;
   PyObject *s_layout, *s_is_cpu, *s_dtype, *s_is_contiguous, *s_data_ptr, *s_shape, *s_contiguous,
-      *s_device;
+      *s_device, *s_requires_grad, *s_is_leaf, *s_detach, *s_view, *s_zero_;
+  PyObject *minus_one, *empty_slice;
 } T;
 
 static int torch_fill(PyObject *torch) {
@@ -52,7 +54,18 @@ static int torch_fill(PyObject *torch) {
     }
   }
   if ((T.strided = PyObject_GetAttrString(torch, "strided")) == NULL ||
-      (T.empty = PyObject_GetAttrString(torch, "empty")) == NULL) {
+      (T.empty = PyObject_GetAttrString(torch, "empty")) == NULL ||
+      (T.is_grad_enabled = PyObject_GetAttrString(torch, "is_grad_enabled")) == NULL ||
+      (T.minus_one = PyLong_FromLong(-1)) == NULL) {
+    return -1;
+  }
+  PyObject *zero = PyLong_FromLong(0);
+  if (zero == NULL) {
+    return -1;
+  }
+  T.empty_slice = PySlice_New(NULL, zero, NULL); /* [:0] */
+  Py_DECREF(zero);
+  if (T.empty_slice == NULL) {
     return -1;
   }
 #define PYAR_INTERN_(field, text)                           \
@@ -66,6 +79,11 @@ static int torch_fill(PyObject *torch) {
   PYAR_INTERN_(s_shape, "shape")
   PYAR_INTERN_(s_contiguous, "contiguous")
   PYAR_INTERN_(s_device, "device")
+  PYAR_INTERN_(s_requires_grad, "requires_grad")
+  PYAR_INTERN_(s_is_leaf, "is_leaf")
+  PYAR_INTERN_(s_detach, "detach")
+  PYAR_INTERN_(s_view, "view")
+  PYAR_INTERN_(s_zero_, "zero_")
 #undef PYAR_INTERN_
   return 0;
 }
@@ -462,7 +480,79 @@ int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char
   return -1;
 }
 
+/*
+ * Autograd. mpiar writes tensors in place, as torch's in-place operations do, but autograd does
+ * not see it. So it follows their two rules itself: under grad mode it refuses a tensor that
+ * requires grad (torch refuses an in-place operation on such a leaf; on a non-leaf the write
+ * would not be recorded in the graph, and mpiar's operations have no derivative), and every
+ * write bumps the tensor's version counter, so that a backward pass that saved the tensor
+ * detects the change instead of using the new values. torch 1.13 has no call that only bumps the
+ * counter; an in-place operation on an empty view of a detached alias (which shares the counter)
+ * does that and touches no element.
+ */
+static int torch_check_grad(const pyar_array_t *a, const char *fname, const char *what) {
+  PyObject *v = PyObject_GetAttr(a->obj, T.s_requires_grad);
+  if (v == NULL) {
+    return -1;
+  }
+  int requires = v == Py_True;
+  Py_DECREF(v);
+  if (!requires) {
+    return 0;
+  }
+  if ((v = PyObject_CallNoArgs(T.is_grad_enabled)) == NULL) {
+    return -1;
+  }
+  int grad_mode = v == Py_True;
+  Py_DECREF(v);
+  if (!grad_mode) {
+    return 0;
+  }
+  if ((v = PyObject_GetAttr(a->obj, T.s_is_leaf)) == NULL) {
+    return -1;
+  }
+  int leaf = v == Py_True;
+  Py_DECREF(v);
+  PyErr_Format(PyExc_RuntimeError,
+               "%s: %s is %s that requires grad, and mpiar writes it in place, which autograd "
+               "cannot record; write it under torch.no_grad() or pass a tensor that does not "
+               "require grad (x.detach())",
+               fname, what, leaf ? "a leaf tensor" : "a tensor");
+  return -1;
+}
+
+int pyar_array_written(pyar_array_t *a) {
+  if (a->kind != PYAR_TORCH || a->obj == NULL) {
+    return 0;
+  }
+  PyObject *alias = call_method(a->obj, T.s_detach);
+  if (alias == NULL) {
+    return -1;
+  }
+  if (a->ndim == 0) {
+    PyObject *args[2] = {alias, T.minus_one};
+    PyObject *flat = PyObject_VectorcallMethod(T.s_view, args, 2 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                               NULL);
+    Py_DECREF(alias);
+    if ((alias = flat) == NULL) {
+      return -1;
+    }
+  }
+  PyObject *none = PyObject_GetItem(alias, T.empty_slice);
+  Py_DECREF(alias);
+  if (none == NULL) {
+    return -1;
+  }
+  PyObject *r = call_method(none, T.s_zero_);
+  Py_DECREF(none);
+  Py_XDECREF(r);
+  return r == NULL ? -1 : 0;
+}
+
 int pyar_array_check_writable(const pyar_array_t *a, const char *fname, const char *what) {
+  if (a->kind == PYAR_TORCH && torch_check_grad(a, fname, what) < 0) {
+    return -1;
+  }
   if (a->readonly) {
     PyErr_Format(PyExc_ValueError, "%s: %s is read-only", fname, what);
     return -1;

@@ -35,6 +35,7 @@ void pyar_call_init(pyar_call_t *c, const char *fname, int kind) {
   c->opts = (mpiar_options_t)MPIAR_OPTIONS_INIT;
   c->algorithm = NULL;
   c->result = NULL;
+  c->result_new = 0;
 }
 
 void pyar_call_release(pyar_call_t *c) {
@@ -150,6 +151,7 @@ int pyar_call_prepare_allreduce(pyar_call_t *c, PyObject *x, PyObject *op, PyObj
       if ((c->result = pyar_array_new_like(&c->in, c->fname)) == NULL) {
         return -1;
       }
+      c->result_new = 1;
       out = c->result;
     } else {
       Py_INCREF(out);
@@ -296,7 +298,18 @@ int pyar_call_agree(pyar_call_t *c, int local_failed) {
 
 /* ---- running ------------------------------------------------------------------------------ */
 
+int pyar_call_written(pyar_call_t *c) {
+  if (c->result_new) {
+    return 0; /* made here: no autograd graph can have saved it */
+  }
+  /* The output of an allreduce with out given, else x (in place, and bcast). */
+  return pyar_array_written(c->out.obj != NULL ? &c->out : &c->in);
+}
+
 int pyar_call_run(pyar_call_t *c) {
+  if (pyar_call_written(c) < 0) {
+    return -1;
+  }
   int rc;
   if (c->kind == PYAR_CALL_ALLREDUCE) {
     Py_BEGIN_ALLOW_THREADS;

@@ -105,6 +105,10 @@ static PyObject *start(PyObject *req, int how, int check, int local_failed) {
   } else if (local_failed) {
     goto fail;
   }
+  /* A persistent request writes at each start() (request.c), not when it is made. */
+  if (how == START_NONBLOCKING && pyar_call_written(c) < 0) {
+    goto fail;
+  }
   mpiar_request_t *h = pyar_request_handle(req);
   int rc;
   Py_BEGIN_ALLOW_THREADS;

@@ -261,7 +261,8 @@ static int batch_entry(kvobject *self, batch_t *b, Py_ssize_t i, const char *fna
   }
   PyObject *oobj = b->outs_seq ? PySequence_Fast_GET_ITEM(b->outs_seq, i) : vobj;
   if (oobj == vobj) {
-    if (pyar_array_check_writable(in, fname, "value (updated in place)") < 0) {
+    if (pyar_array_check_writable(in, fname, "value (updated in place)") < 0 ||
+        pyar_array_written(in) < 0) {
       return -1;
     }
     b->in_ptrs[i] = MPIAR_IN_PLACE;
@@ -269,7 +270,7 @@ static int batch_entry(kvobject *self, batch_t *b, Py_ssize_t i, const char *fna
     return 0;
   }
   if (key_array(self, b, i, out, oobj, fname, "out") < 0 ||
-      pyar_array_check_writable(out, fname, "out") < 0) {
+      pyar_array_check_writable(out, fname, "out") < 0 || pyar_array_written(out) < 0) {
     return -1;
   }
   b->out_ptrs[i] = out->data;
@@ -478,7 +479,8 @@ static int init_one(kvobject *self, batch_t *b, Py_ssize_t i) {
   pyar_array_t *a = &b->ins[i];
   PyObject *v = PySequence_Fast_GET_ITEM(b->vals_seq, i);
   if (pyar_array_get(v, a, fname, "value") < 0 ||
-      pyar_array_check_writable(a, fname, "value (it receives worker 0's value)") < 0) {
+      pyar_array_check_writable(a, fname, "value (it receives worker 0's value)") < 0 ||
+      pyar_array_written(a) < 0) {
     join_failed(self, JOIN_ALWAYS);
     return -1;
   }
@@ -917,7 +919,8 @@ static PyObject *kv_value(kvobject *self, PyObject *args, PyObject *kwds) {
   }
   const void *data = NULL;
   if (key_array(self, &b, 0, &b.outs[0], r, fname, "out") < 0 ||
-      pyar_array_check_writable(&b.outs[0], fname, "out") < 0) {
+      pyar_array_check_writable(&b.outs[0], fname, "out") < 0 ||
+      pyar_array_written(&b.outs[0]) < 0) {
     Py_CLEAR(r);
     goto done;
   }

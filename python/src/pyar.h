@@ -135,8 +135,18 @@ int pyar_array_get(PyObject *obj, pyar_array_t *a, const char *fname, const char
 /** Release everything the array holds (safe on an initialised, unused array). */
 void pyar_array_release(pyar_array_t *a);
 
-/** Fail with ValueError unless the array is contiguous and writable. @return 0 or -1. */
+/**
+ * Fail with ValueError unless the array is contiguous and writable, and with RuntimeError for a
+ * tensor that requires grad under grad mode (autograd cannot record mpiar's write). @return 0
+ * or -1.
+ */
 int pyar_array_check_writable(const pyar_array_t *a, const char *fname, const char *what);
+
+/**
+ * Note that mpiar is about to write the array (a tensor's version counter is bumped, as by an
+ * in-place torch operation; nothing happens for other arrays). @return 0 or -1.
+ */
+int pyar_array_written(pyar_array_t *a);
 
 /** A new C-contiguous array of the same kind, dtype and shape as @p a (new reference). */
 PyObject *pyar_array_new_like(const pyar_array_t *a, const char *fname);
@@ -196,6 +206,7 @@ typedef struct pyar_call {
   mpiar_options_t opts;
   PyObject *algorithm; /* keeps opts.algorithm alive */
   PyObject *result;    /* the object returned to the caller */
+  int result_new;      /* the result was made by the call (no one else can hold it) */
 } pyar_call_t;
 
 void pyar_call_init(pyar_call_t *c, const char *fname, int kind);
@@ -224,6 +235,9 @@ int pyar_call_prepare_bcast(pyar_call_t *c, PyObject *x, PyObject *root);
  * local exception, or MismatchError naming what differs or which rank failed.
  */
 int pyar_call_agree(pyar_call_t *c, int local_failed);
+
+/** Note the write of the call's output (pyar_array_written()) before it starts. @return 0/-1. */
+int pyar_call_written(pyar_call_t *c);
 
 /** Run the prepared call (blocking, without the GIL). @return 0 or -1. */
 int pyar_call_run(pyar_call_t *c);

@@ -396,7 +396,7 @@ static PyObject *req_start(pyar_request_t *r, PyObject *unused) {
   if (enter(r, fname) < 0) {
     return NULL;
   }
-  if (pyar_array_refresh(&r->call.in, r->call.order) < 0) {
+  if (pyar_array_refresh(&r->call.in, r->call.order) < 0 || pyar_call_written(&r->call) < 0) {
     leave(r);
     return NULL;
   }

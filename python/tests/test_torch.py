@@ -105,6 +105,73 @@ def test_parameters_and_grad_tensors(rank, size):
     assert not y.requires_grad
 
 
+def _started(request):
+    request.start()
+    return request
+
+
+def test_in_place_writes_and_autograd(rank, size):
+    """mpiar writes tensors in place as torch's in-place operations do, and keeps their rules."""
+    # A leaf that requires grad, under grad mode: every call that would write it refuses.
+    w = torch.full((3,), float(rank + 1), requires_grad=True)
+    y = (w * w).sum()
+    writes = [lambda: mpiar.allreduce(w, out=w), lambda: mpiar.allreduce(torch.ones(3), out=w),
+              lambda: mpiar.bcast(w), lambda: mpiar.iallreduce(w, out=w),
+              lambda: mpiar.ibcast(w), lambda: mpiar.allreduce_init(w, out=w),
+              lambda: mpiar.bcast_init(w)]
+    for write in writes:
+        with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+            write()
+    assert w._version == 0
+    y.backward()
+    assert torch.equal(w.grad, torch.full((3,), 2.0 * (rank + 1)))  # not the reduced values'
+    # Under no_grad the write is allowed and bumps the version, so a backward pass that saved
+    # the tensor refuses to run instead of using the new values.
+    y = (w * w).sum()
+    with torch.no_grad():
+        mpiar.allreduce(w, out=w)
+    assert w._version == 1 and w.requires_grad
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    # A tensor that does not require grad but that backward saved: every kind of write counts.
+    x = torch.ones(3, requires_grad=True)
+    a = torch.full((3,), float(rank))
+    out = torch.empty(3)
+    kv = mpiar.KVStore()
+    kv.init("a", torch.zeros(3))
+    p = mpiar.allreduce_init(a, out=out)
+    b = torch.zeros(3)
+    writes = [lambda: mpiar.allreduce(a, out=a), lambda: mpiar.allreduce(x.detach(), out=a),
+              lambda: mpiar.bcast(a), lambda: mpiar.iallreduce(a, out=a).wait(),
+              lambda: _started(mpiar.bcast_init(a)), lambda: kv.pushpull("a", a),
+              lambda: kv.pushpull("a", b, out=a), lambda: kv.pushpull_async("a", a).wait(),
+              lambda: kv.broadcast("a", a), lambda: kv.value("a", out=a)]
+    for write in writes:
+        z = (a * x).sum()
+        version = a._version
+        req = write()
+        if isinstance(req, mpiar.Request):
+            req.wait()
+            req.free()
+        assert a._version > version, write
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            z.backward()
+    # A persistent request writes at each start, not when it is made.
+    z = (out * x).sum()
+    version = out._version
+    for _ in range(2):
+        p.start()
+        p.wait()
+    assert out._version == version + 2
+    p.free()
+    kv.close()
+    # Results made by the call itself, and reads, leave the inputs' versions alone.
+    version = a._version
+    r = mpiar.allreduce(a)
+    assert a._version == version and r._version == 0 and not r.requires_grad
+    assert torch.equal(mpiar.allreduce(x.detach()), torch.full((3,), float(size)))
+
+
 def test_mixed_with_numpy(rank, size):
     x = torch.full((4,), rank, dtype=torch.int32)
     out = np.empty(4, np.int32)
