@@ -1,6 +1,7 @@
 /* Error codes and the thread-local detail string behind mpiar_last_error(). */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/common.h"
 
@@ -10,10 +11,14 @@
 static _Thread_local char detail[MPIAR__DETAIL_MAX];
 
 int mpiar__error(int code, const char *fmt, ...) {
+  /* Formatted aside first: an argument may be the detail itself (a caller that adds context to
+   * the last error passes mpiar_last_error()), and vsnprintf must not write what it reads. */
+  char text[MPIAR__DETAIL_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
+  vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
+  memcpy(detail, text, sizeof detail);
   return code;
 }
 

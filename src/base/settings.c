@@ -141,6 +141,15 @@ const char *const mpiar__settings_names[] = {
     "MPIAR_FUSION_BYTES", "MPIAR_PMPI",       "MPIAR_PMPI_STATS", "MPIAR_TUNING_FILE",
     NULL};
 
+int mpiar__settings_number(const char *name) {
+  for (int i = 0; name != NULL && mpiar__settings_names[i] != NULL; i++) {
+    if (strcmp(name, mpiar__settings_names[i]) == 0) {
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
 static void set_defaults(mpiar__settings_t *s) {
   memset(s, 0, sizeof *s);
   s->wait = MPIAR__WAIT_AUTO;
@@ -263,6 +272,7 @@ static void load_locked(void) {
     } else if (rc == MPIAR_SUCCESS) {
       rc = r;
       snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+      s.malformed = mpiar__settings_number(table[i].name);
     }
   }
   s.generation = ++loads;

@@ -49,6 +49,7 @@ typedef struct mpiar__settings {
   char pmpi_stats[1024]; /* MPIAR_PMPI_STATS: "" off, "1" stderr, else a path */
   char tuning_file[1024]; /* MPIAR_TUNING_FILE: "" = none */
   unsigned generation;    /* a new value at every load (checks of the values are kept by it) */
+  int malformed;          /* 0, or 1 + the index in mpiar__settings_names of the first bad one */
 } mpiar__settings_t;
 
 /*
@@ -70,6 +71,9 @@ int mpiar__settings_parse_one(const char *name, const char *value, mpiar__settin
 
 /* Names of the settings, NULL-terminated (documentation and tests). */
 extern const char *const mpiar__settings_names[];
+
+/* 1 + the index of setting @p name in mpiar__settings_names (0: not a setting). */
+int mpiar__settings_number(const char *name);
 
 /* Parsers of the grammar (0 on success, -1 if malformed). */
 int mpiar__parse_size(const char *text, size_t *out);

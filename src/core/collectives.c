@@ -55,6 +55,20 @@ static void report_choice(mpiar__context_t *ctx, const char *coll, const char *n
           bytes, ctx->size, name, segment_elems * elem_size, source);
 }
 
+/*
+ * The layouts of mpiar_options_t released so far. struct_size is the sizeof of the caller's
+ * layout, which includes its tail padding: the first layout (0.1, the fields up to timeout_ms)
+ * has sizeof 32 and the current one puts check in those last 4 bytes. So a field is read only
+ * from a structure at least as large as the first layout that had it, never from an older
+ * layout's padding.
+ */
+typedef struct options_v1 {
+  size_t struct_size;
+  const char *algorithm;
+  size_t segment_bytes;
+  int timeout_ms;
+} options_v1_t;
+
 /* The caller's options, checked: struct_size tells which fields the caller's header had. */
 static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const char *fn) {
   static const mpiar_options_t defaults = MPIAR_OPTIONS_INIT;
@@ -69,8 +83,13 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
                         "%zu)",
                         fn, opts->struct_size);
   }
-  memcpy(out, opts, opts->struct_size < sizeof *out ? opts->struct_size : sizeof *out);
-  out->struct_size = sizeof *out;
+  out->algorithm = opts->algorithm;
+  out->segment_bytes = opts->segment_bytes;
+  out->timeout_ms = opts->timeout_ms;
+  if (opts->struct_size > sizeof(options_v1_t)) { /* the layout with check and reproducible */
+    out->check = opts->check;
+    out->reproducible = opts->reproducible;
+  }
   if (out->check < -1 || out->check > 1 || out->reproducible < -1 || out->reproducible > 1) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: options check and reproducible are -1, 0 or 1",
                         fn);
@@ -78,12 +97,20 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
   return MPIAR_SUCCESS;
 }
 
+/* The deadline in ms from the options (0 = environment, < 0 = none); 0 means none. */
+static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
+  if (c->opts.timeout_ms > 0) {
+    return c->opts.timeout_ms;
+  }
+  return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
+}
+
 /* Checks that need no communicator: settings, datatype, count, buffers, operation. */
 static int check_args(const call_t *c, const mpiar__settings_t **set) {
   /* Settings, MPIAR_ALGORITHM against the registry and the tuning file. */
   int rc = mpiar__settings_checked(set, NULL);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
+  if (MPIAR__UNLIKELY(rc != MPIAR_SUCCESS)) {
+    return mpiar__context_join_failed(c->comm, deadline_ms(c, *set), rc);
   }
   if ((rc = mpiar__check_reduction(c->fn, c->dtype, c->op, c->count)) != MPIAR_SUCCESS) {
     return rc;
@@ -112,13 +139,6 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
   return mpiar__kernels_init();
 }
 
-/* The deadline in ms from the options (0 = environment, < 0 = none); 0 means none. */
-static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
-  if (c->opts.timeout_ms > 0) {
-    return c->opts.timeout_ms;
-  }
-  return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
-}
 
 
 /*
@@ -348,8 +368,7 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
     mpiar__request_release(r);
   } else {
-    mpiar_request_t h = r;
-    rc = mpiar__wait_one(&h);
+    rc = mpiar__wait_one(r);
   }
   ctx->refs--;
   return rc;
@@ -458,14 +477,19 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
     return rc;
   }
   r->persistent = persistent;
-  if (!persistent && (rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
+  mpiar_request_t h = MPIAR_REQUEST_NULL;
+  if ((rc = mpiar__handle_new(r, &h)) != MPIAR_SUCCESS ||
+      (!persistent && (rc = mpiar__request_start(r)) != MPIAR_SUCCESS)) {
+    if (h != MPIAR_REQUEST_NULL) {
+      mpiar__handle_release(&h);
+    }
     ctx->refs++;
     mpiar__request_release(r);
     mpiar__context_leave(ctx);
     mpiar__context_unref(ctx);
     return rc;
   }
-  *req = r;
+  *req = h;
   mpiar__context_leave(ctx);
   return MPIAR_SUCCESS;
 }
@@ -549,10 +573,14 @@ int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI
 
 int mpiar_start(mpiar_request_t *req) {
   mpiar__error_clear();
-  if (req == NULL || *req == MPIAR_REQUEST_NULL || (*req)->magic != MPIAR__REQUEST_MAGIC) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_start: not a live request");
+  mpiar__request_t *r = NULL;
+  int rc = mpiar__request_of(req, "mpiar_start", &r);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
   }
-  mpiar__request_t *r = *req;
+  if (r == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_start: the request is MPIAR_REQUEST_NULL");
+  }
   if (!r->persistent) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG,
                         "mpiar_start: the request is not persistent (made by mpiar_allreduce_init "
@@ -563,7 +591,7 @@ int mpiar_start(mpiar_request_t *req) {
                         "mpiar_start: the request is active (complete it with mpiar_wait or "
                         "mpiar_test first)");
   }
-  int rc = mpiar__context_enter_ctx(r->ctx);
+  rc = mpiar__context_enter_ctx(r->ctx);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
@@ -588,7 +616,9 @@ int mpiar_startall(int n, mpiar_request_t reqs[]) {
   for (int i = 0; i < n; i++) {
     int rc = mpiar_start(&reqs[i]);
     if (rc != MPIAR_SUCCESS) {
-      return mpiar__error(rc, "request %d: %s", i, mpiar_last_error());
+      char detail[512];
+      snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+      return mpiar__error(rc, "request %d: %s", i, detail);
     }
   }
   return MPIAR_SUCCESS;
@@ -602,10 +632,11 @@ int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts) {
     return rc;
   }
   const mpiar__settings_t *set = NULL;
-  if ((rc = mpiar__settings_checked(&set, NULL)) != MPIAR_SUCCESS) {
-    return rc;
-  }
+  rc = mpiar__settings_checked(&set, NULL);
   long timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : (o.timeout_ms < 0 ? 0 : set->timeout_ms);
+  if (rc != MPIAR_SUCCESS) {
+    return mpiar__context_join_failed(comm, timeout_ms, rc);
+  }
   mpiar__context_t *ctx = NULL;
   if ((rc = mpiar__context_enter(comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
     return rc;
@@ -626,7 +657,7 @@ int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const ch
   const mpiar__settings_t *set = NULL;
   int rc = mpiar__settings_checked(&set, NULL);
   if (rc != MPIAR_SUCCESS) {
-    return rc;
+    return mpiar__context_join_failed(comm, set->timeout_ms, rc);
   }
   mpiar__context_t *ctx = NULL;
   if ((rc = mpiar__context_enter(comm, set->timeout_ms, &ctx)) != MPIAR_SUCCESS) {

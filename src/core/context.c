@@ -40,7 +40,7 @@ static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
 static int keyval_error; /* MPI error class if creating the keyvals failed */
 static int finalizing;   /* set while MPI_Finalize releases the contexts */
-static int finalized;    /* set once they are released: no more contexts */
+int mpiar__finalized;      /* set once they are released: no more contexts */
 static unsigned generation; /* bumped whenever a context is released (invalidates caches) */
 
 /* Private communicators whose drain did not finish, kept until MPI_Finalize. */
@@ -61,7 +61,7 @@ int mpiar__check_mpi_state(void) {
   int initialized = 0, done = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&done);
-  if (!initialized || done || __atomic_load_n(&finalized, __ATOMIC_ACQUIRE)) {
+  if (!initialized || done || __atomic_load_n(&mpiar__finalized, __ATOMIC_ACQUIRE)) {
     return mpiar__error(MPIAR_ERR_MPI_STATE, "MPI is %s",
                         initialized ? "already finalized" : "not initialized");
   }
@@ -139,6 +139,14 @@ int mpiar__context_enter_ctx(mpiar__context_t *ctx) {
     if (__atomic_compare_exchange_n(&ctx->entered, &expected, 1, 0, __ATOMIC_ACQUIRE,
                                     __ATOMIC_RELAXED)) {
       return MPIAR_SUCCESS;
+    }
+    if (expected == 3) {
+      /* Released (its communicator was freed, or MPI_Finalize ran): it never opens again. */
+      return mpiar__mpi_finalized()
+                 ? mpiar__error(MPIAR_ERR_MPI_STATE, "MPI is already finalized")
+                 : mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                                "the communicator's context was released (the communicator "
+                                "was freed)");
     }
     if (expected == 1) {
       return mpiar__error(MPIAR_ERR_CONCURRENT,
@@ -230,8 +238,7 @@ static void drain_pass(drain_t *d) {
   ctx->nzombies = kept;
   /* Messages taken out of MPI's queue earlier, and everything that arrives now. */
   while (ctx->nheld > 0) {
-    mpiar__held_t *h = &ctx->held[--ctx->nheld];
-    mpiar__discard(ctx, &h->msg, h->bytes);
+    mpiar__held_discard(ctx, &ctx->held[--ctx->nheld]);
   }
   int ctl_slot = ctx->nslots;
   for (;;) {
@@ -436,7 +443,7 @@ static int self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra) {
   graveyard_count = 0;
   MPI_Comm_free_keyval(&comm_keyval);
   comm_keyval = MPI_KEYVAL_INVALID;
-  __atomic_store_n(&finalized, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&mpiar__finalized, 1, __ATOMIC_RELEASE);
   __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
   return MPI_SUCCESS;
 }
@@ -521,6 +528,14 @@ static void link_live(mpiar__context_t *ctx) {
   pthread_mutex_unlock(&live_lock);
 }
 
+static uint64_t text_hash(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = text; *c != '\0'; c++) {
+    h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
 /*
  * This process's node: a hash of the host name and of the network namespace. Ranks on one host
  * share memory; ranks in different network namespaces of one host are the emulated nodes of
@@ -539,43 +554,114 @@ static uint64_t node_key(void) {
     text[used] = '|';
     text[used + 1 + (size_t)n] = '\0';
   }
-  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-  for (const char *c = text; *c != '\0'; c++) {
-    h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
-  }
-  return h | 1; /* never 0, the value of ranks not yet heard from */
+  return text_hash(text) | 1; /* never 0 */
 }
 
 /*
- * Every rank's node key (an allreduce of one slot per rank), then this rank's node size. Two more
- * slots carry the selector key (mpiar__selector_key(): the tuning file and the machine) and its
- * complement, so that after the maximum every rank knows whether all of them hold the same one
- * (*agreed), and their table decisions agree.
+ * What every rank of a communicator must hold alike, one row per rank: the settings that shape
+ * the messages of a collective (another algorithm, segment, reproducible order, argument check or
+ * topology on one rank makes it send what the others do not expect, and the call would wait
+ * forever), and whether the rank's settings could be used at all (a rank whose settings are
+ * malformed still takes part, so that the others fail with it instead of waiting for it).
  */
-static int find_nodes(mpiar__context_t *ctx, long timeout_ms, uint64_t selector_key, int *agreed) {
+enum {
+  ROW_NODE = 0,  /* node key (never 0) */
+  ROW_FAULT,     /* mpiar__settings_fault(): 0, or which variable is bad there */
+  ROW_ALGORITHM, /* agreed fields from here on, in the order they are reported */
+  ROW_SEGMENT,
+  ROW_REPRODUCIBLE,
+  ROW_CHECK,
+  ROW_TOPOLOGY,
+  ROW_WORDS
+};
+static const char *const row_names[ROW_WORDS] = {
+    NULL, NULL, "MPIAR_ALGORITHM", "MPIAR_SEGMENT_BYTES", "MPIAR_REPRODUCIBLE", "MPIAR_CHECK",
+    "MPIAR_TOPOLOGY"};
+
+
+/* This rank's row (see ROW_*). */
+static void settings_row(const mpiar__settings_t *set, int fault, uint64_t *row) {
+  row[ROW_FAULT] = (uint64_t)fault;
+  row[ROW_ALGORITHM] = set->algorithm[0] != '\0' ? text_hash(set->algorithm) : 0;
+  row[ROW_SEGMENT] = set->segment_bytes;
+  row[ROW_REPRODUCIBLE] = (uint64_t)set->reproducible;
+  row[ROW_CHECK] = (uint64_t)set->check;
+  row[ROW_TOPOLOGY] = (uint64_t)set->topology_flat;
+}
+
+/* The verdict on every rank's row, the same on every rank: a rank whose settings could not be
+ * used, then the first field on which two ranks differ. */
+static int settings_verdict(const mpiar__context_t *ctx, const uint64_t *rows,
+                            const mpiar__settings_t *set) {
+  for (int r = 0; r < ctx->size; r++) {
+    uint64_t fault = rows[(size_t)r * ROW_WORDS + ROW_FAULT];
+    if (fault != 0) {
+      const char *name = fault <= 64 ? mpiar__settings_names[fault - 1] : "a setting";
+      return mpiar__error(MPIAR_ERR_ENV,
+                          "rank %d of %d cannot use its settings (%s is malformed there, or names "
+                          "what cannot be used): every rank's first call on the communicator "
+                          "fails",
+                          r, ctx->size, name != NULL ? name : "a setting");
+    }
+  }
+  for (int f = ROW_ALGORITHM; f < ROW_WORDS; f++) {
+    uint64_t first = rows[f];
+    for (int r = 1; r < ctx->size; r++) {
+      uint64_t v = rows[(size_t)r * ROW_WORDS + f];
+      if (v == first) {
+        continue;
+      }
+      if (f == ROW_ALGORITHM) {
+        return mpiar__error(MPIAR_ERR_MISMATCH,
+                            "MPIAR_ALGORITHM differs between ranks 0 and %d (here, rank %d: "
+                            "'%s'): every rank must run with the same settings",
+                            r, ctx->rank, set->algorithm[0] ? set->algorithm : "auto");
+      }
+      return mpiar__error(MPIAR_ERR_MISMATCH,
+                          "%s differs between ranks: rank 0 has %llu and rank %d has %llu (every "
+                          "rank must run with the same settings)",
+                          row_names[f], (unsigned long long)first, r, (unsigned long long)v);
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
+/*
+ * Every rank's row (an allreduce of one row per rank: the maximum of the owner's values and the
+ * others' zeros), then the settings verdict and this rank's node size. Two more words carry the
+ * selector key (mpiar__selector_key(): the tuning file and the machine) and its complement, so
+ * that after the maximum every rank knows whether all of them hold the same one (*agreed), and
+ * their table decisions agree.
+ */
+static int agree(mpiar__context_t *ctx, long timeout_ms, const mpiar__settings_t *set, int fault,
+                 uint64_t selector_key, int *agreed) {
   ctx->local_ranks = 1;
   *agreed = 1;
-  if (ctx->size == 1) {
-    return MPIAR_SUCCESS;
-  }
-  uint64_t *keys = calloc((size_t)ctx->size + 2, sizeof *keys);
-  ctx->node_of = calloc((size_t)ctx->size, sizeof *ctx->node_of);
-  if (keys == NULL || ctx->node_of == NULL) {
-    free(keys);
+  size_t words = (size_t)ctx->size * ROW_WORDS;
+  uint64_t *rows = calloc(words + 2, sizeof *rows);
+  ctx->node_of = ctx->size > 1 ? calloc((size_t)ctx->size, sizeof *ctx->node_of) : NULL;
+  if (rows == NULL || (ctx->size > 1 && ctx->node_of == NULL)) {
+    free(rows);
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
   }
-  keys[ctx->rank] = node_key();
-  keys[ctx->size] = selector_key;
-  keys[ctx->size + 1] = ~selector_key;
-  int rc = mpiar__internal_allreduce(ctx, keys, (size_t)ctx->size + 2, MPIAR_UINT64, MPIAR_MAX,
-                                     timeout_ms);
+  uint64_t *mine = rows + (size_t)ctx->rank * ROW_WORDS;
+  mine[ROW_NODE] = node_key();
+  settings_row(set, fault, mine);
+  rows[words] = selector_key;
+  rows[words + 1] = ~selector_key;
+  int rc = ctx->size > 1 ? mpiar__internal_allreduce(ctx, rows, words + 2, MPIAR_UINT64,
+                                                     MPIAR_MAX, timeout_ms)
+                         : MPIAR_SUCCESS;
   if (rc == MPIAR_SUCCESS) {
-    *agreed = keys[ctx->size] == selector_key && keys[ctx->size + 1] == ~selector_key;
+    rc = settings_verdict(ctx, rows, set);
+  }
+  if (rc == MPIAR_SUCCESS && ctx->size > 1) {
+    *agreed = rows[words] == selector_key && rows[words + 1] == ~selector_key;
     int nodes = 0;
     for (int r = 0; r < ctx->size; r++) {
       int first = r;
       for (int q = 0; q < r; q++) {
-        if (keys[q] == keys[r]) {
+        if (rows[(size_t)q * ROW_WORDS] == rows[(size_t)r * ROW_WORDS]) {
           first = q;
           break;
         }
@@ -588,7 +674,7 @@ static int find_nodes(mpiar__context_t *ctx, long timeout_ms, uint64_t selector_
       ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->rank];
     }
   }
-  free(keys);
+  free(rows);
   return rc;
 }
 
@@ -620,8 +706,10 @@ static int node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out) {
   return rc;
 }
 
-/* Everything after the duplicate exists: tags, buffers, nodes, the wait policy. */
-static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, long timeout_ms) {
+/* Everything after the duplicate exists: tags, buffers, the settings agreement, nodes, the wait
+ * policy. @p fault: mpiar__settings_fault() of this rank. */
+static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, int fault,
+                         long timeout_ms) {
   /* Library errors are returned as codes, never turned into an abort by MPI. */
   MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(ctx->comm, &ctx->rank);
@@ -640,7 +728,7 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
   const mpiar__tuning_t *tuning = NULL;
   mpiar__tuning_get(set->tuning_file, &tuning);
   int agreed = 1;
-  int rc = find_nodes(ctx, timeout_ms, mpiar__selector_key(tuning), &agreed);
+  int rc = agree(ctx, timeout_ms, set, fault, mpiar__selector_key(tuning), &agreed);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
@@ -668,12 +756,13 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, lo
 }
 
 static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out) {
+  /* A rank whose settings cannot be used still makes the context with the others, so that the
+   * agreement fails on every rank instead of leaving them waiting for it. */
+  int fault = mpiar__settings_fault();
   const mpiar__settings_t *set = NULL;
-  int rc = mpiar__settings(&set);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  if ((rc = mpiar__progress_thread_start()) != MPIAR_SUCCESS) {
+  mpiar__settings(&set);
+  int rc = MPIAR_SUCCESS;
+  if (fault == 0 && (rc = mpiar__progress_thread_start()) != MPIAR_SUCCESS) {
     return rc;
   }
   mpiar__context_t *ctx = calloc(1, sizeof *ctx);
@@ -718,7 +807,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
       left = (long)((deadline - MPI_Wtime()) * 1e3);
       left = left > 1 ? left : 1;
     }
-    rc = context_setup(ctx, set, left);
+    rc = context_setup(ctx, set, fault, left);
     if (rc != MPIAR_SUCCESS) {
       ctx->broken = 1;
       snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
@@ -806,6 +895,17 @@ static int context_lookup(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx
   cache[slot].ctx = *ctx;
   cache[slot].gen = gen;
   return MPIAR_SUCCESS;
+}
+
+int mpiar__context_join_failed(MPI_Comm comm, long timeout_ms, int rc) {
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+  mpiar__context_t *ctx = NULL;
+  if (mpiar__context_cached(comm) == NULL) {
+    /* Whatever this returns, the detail of the settings is what this rank reports. */
+    (void)context_lookup(comm, timeout_ms, &ctx);
+  }
+  return mpiar__error(rc, "%s", detail);
 }
 
 mpiar__context_t *mpiar__context_cached(MPI_Comm comm) {

@@ -132,6 +132,7 @@ typedef struct mpiar__held {
   MPI_Message msg;
   int source, tag;
   size_t bytes;
+  uint64_t *data; /* non-NULL: already received (an argument check message), msg is null */
 } mpiar__held_t;
 #define MPIAR__HELD_MAX 256
 
@@ -328,7 +329,9 @@ struct mpiar_request {
   uint64_t signature[8]; /* the arguments the check agrees on (see executor.c) */
   int check_sent, check_recvd;
   int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
-  uint64_t check_acc[32], check_send[32], check_in[32];
+  /* A check message: the accumulator (32 words), then the operation's sequence number (a rank
+   * that does not check the operation tells a difference in the check setting by it). */
+  uint64_t check_acc[32], check_send[33], check_in[33];
   MPI_Request check_req;
 };
 typedef struct mpiar_request mpiar__request_t;
@@ -354,6 +357,12 @@ void mpiar__request_free_mem(mpiar__request_t *r);
 
 /* ---- context.c ---- */
 
+/* Set once MPI_Finalize has released every context: requests and contexts are then dead. */
+extern int mpiar__finalized;
+static inline int mpiar__mpi_finalized(void) {
+  return __atomic_load_n(&mpiar__finalized, __ATOMIC_RELAXED);
+}
+
 /* Check that MPI is initialised and not finalised. */
 int mpiar__check_mpi_state(void);
 
@@ -371,6 +380,14 @@ int mpiar__check_comm(MPI_Comm comm);
  * On success the calling thread has entered the context (mpiar__context_leave() releases it).
  */
 int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **ctx);
+
+/*
+ * A call on @p comm found this process's settings unusable (@p rc, with the detail set): if the
+ * communicator has no context yet, make it now, so that the settings agreement of context
+ * creation fails on every rank instead of leaving the others waiting for this one. @return
+ * @p rc, with the same detail.
+ */
+int mpiar__context_join_failed(MPI_Comm comm, long timeout_ms, int rc);
 
 /* The context of @p comm if this thread used it recently (no MPI call, no creation), or NULL. */
 mpiar__context_t *mpiar__context_cached(MPI_Comm comm);
@@ -430,8 +447,24 @@ int mpiar__request_start(mpiar__request_t *req);
 int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
                           mpiar_request_t *out);
 
-/* Wait for a started request (inside its context) and collect its result. */
-int mpiar__wait_one(mpiar_request_t *req);
+/* Wait for a started request (inside its context) and collect its result (a nonpersistent one
+ * is released; its handle, if it has one, is the caller's to give back). */
+int mpiar__wait_one(mpiar__request_t *req);
+
+/* Hand out a handle for @p r (see request.c: a table entry and its generation). */
+int mpiar__handle_new(mpiar__request_t *r, mpiar_request_t *out);
+
+/* The request a live handle names, or NULL (a null, stale or made-up handle); reads only the
+ * handle table. */
+mpiar__request_t *mpiar__handle_request(mpiar_request_t h);
+
+/* Give a live handle back (a stale copy never matches again) and set it to MPIAR_REQUEST_NULL. */
+void mpiar__handle_release(mpiar_request_t *h);
+
+/* The request behind a public handle, for a public call named @p call: *out is NULL for
+ * MPIAR_REQUEST_NULL; MPIAR_ERR_INVALID_ARG for a null pointer or a handle that is not live;
+ * MPIAR_ERR_MPI_STATE after MPI_Finalize (the request is then freed). */
+int mpiar__request_of(mpiar_request_t *req, const char *call, mpiar__request_t **out);
 
 /* Wait for a started request (inside its context) to finish; it stays as it is (done), for the
  * caller to release or keep. @return its result (the error detail set). */
@@ -462,6 +495,9 @@ void mpiar__check_init(mpiar__request_t *req);
 
 /* Receive and discard a matched message (drain, mismatch). */
 void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes);
+
+/* Discard a held message (received already, or still in MPI's queue). */
+void mpiar__held_discard(mpiar__context_t *ctx, mpiar__held_t *h);
 
 /* Look at unexpected messages (when idle): notices, mismatched lengths, early messages. */
 void mpiar__scan(mpiar__context_t *ctx);
@@ -499,6 +535,14 @@ void mpiar__choice_describe(const mpiar__context_t *ctx, const mpiar__choice_t *
  * calls this, so a bad value or file fails every call alike.
  */
 int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning);
+
+/*
+ * Which setting keeps this process's settings from being used: 0 when they are good (as
+ * mpiar__settings_checked() finds them), else 1 + the index in mpiar__settings_names of the
+ * malformed variable, of MPIAR_ALGORITHM for an unknown algorithm, or of MPIAR_TUNING_FILE for a
+ * file that cannot be read. Sets the error detail.
+ */
+int mpiar__settings_fault(void);
 
 /* This process's machine: MPI library, CPU model, kernel level (computed once). */
 void mpiar__fingerprint_here(mpiar__fingerprint_t *fp);

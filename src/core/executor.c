@@ -108,6 +108,7 @@ static int take_message(mpiar__context_t *ctx, int source, int tag, mpiar__held_
   out->source = source;
   out->tag = tag;
   out->bytes = (size_t)count;
+  out->data = NULL;
   return 1;
 }
 
@@ -134,6 +135,15 @@ void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes) {
   MPI_Type_free(&whole);
   MPI_Type_free(&blocks);
   (void)rest;
+}
+
+void mpiar__held_discard(mpiar__context_t *ctx, mpiar__held_t *h) {
+  if (h->data != NULL) {
+    free(h->data);
+    h->data = NULL;
+  } else {
+    mpiar__discard(ctx, &h->msg, h->bytes);
+  }
 }
 
 /* ---- posting and completing messages ---- */
@@ -410,6 +420,9 @@ static void check_describe(const uint64_t *acc, int f, char *buf, size_t len, in
     snprintf(buf, len, "%s", mpiar_dtype_name((mpiar_dtype_t)v));
   } else if (f == 4 && mpiar_op_name((mpiar_op_t)v) != NULL) {
     snprintf(buf, len, "%s", mpiar_op_name((mpiar_op_t)v));
+  } else if (f == 5 && acc[0] == MPIAR__COLL_BCAST) {
+    snprintf(buf, len, "%s",
+             v < (uint64_t)mpiar__bcast_algorithm_count ? mpiar__bcast_algorithms[v].name : "?");
   } else if (f == 5 && v < (uint64_t)mpiar__algorithm_count) {
     snprintf(buf, len, "%s", mpiar__algorithms[v].name);
   } else if (f == 5 && v < (uint64_t)(mpiar__algorithm_count + mpiar__algorithm_variant_count)) {
@@ -455,6 +468,7 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
   int tag = check_tag(r, k);
   if (!r->check_sent) {
     memcpy(r->check_send, r->check_acc, sizeof r->check_acc);
+    r->check_send[32] = r->seq;
     int err = MPI_Isend(r->check_send, (int)sizeof r->check_send, MPI_BYTE, to, tag, ctx->comm,
                         &r->check_req);
     if (err != MPI_SUCCESS) {
@@ -470,18 +484,25 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
   }
   if (got) {
     if (m.bytes != sizeof r->check_in) {
-      mpiar__discard(ctx, &m.msg, m.bytes);
+      mpiar__held_discard(ctx, &m);
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "rank %d: the argument check of rank %d has %zu bytes, not %zu (another "
                           "mpiar version?)",
                           ctx->rank, from, m.bytes, sizeof r->check_in);
     }
-    int err = MPI_Mrecv(r->check_in, (int)sizeof r->check_in, MPI_BYTE, &m.msg, MPI_STATUS_IGNORE);
-    if (err != MPI_SUCCESS) {
-      return mpi_error(err, "MPI_Mrecv (argument check)", r, 0);
+    if (m.data != NULL) { /* received early by the scan */
+      memcpy(r->check_in, m.data, sizeof r->check_in);
+      free(m.data);
+    } else {
+      int err =
+          MPI_Mrecv(r->check_in, (int)sizeof r->check_in, MPI_BYTE, &m.msg, MPI_STATUS_IGNORE);
+      if (err != MPI_SUCCESS) {
+        return mpi_error(err, "MPI_Mrecv (argument check)", r, 0);
+      }
     }
     check_combine(r->check_acc, r->check_in);
     r->check_recvd = 1;
+    ctx->progress_count++;
     *progressed = 1;
   }
   if (r->check_req != MPI_REQUEST_NULL) {
@@ -787,6 +808,59 @@ static void notice_received(mpiar__context_t *ctx, mpiar__held_t *m) {
   mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN, reason, 0);
 }
 
+/*
+ * Argument-check messages for an operation that this rank runs without the check. The check of
+ * an operation sends one message to every rank it waits for, and a rank that checks the operation
+ * receives each of them before its data moves; so a check message held here for the operation in
+ * its slot, or for an earlier one, means that the ranks differ in the check setting (MPIAR_CHECK
+ * or the options' check): the checking ranks would wait forever for this rank's check, and this
+ * rank for their data. A message for a later operation in the slot is kept (received, with its
+ * sequence number) until that operation takes it.
+ */
+static void check_strays(mpiar__context_t *ctx) {
+  int step_mask = (1 << MPIAR__TAG_BITS) - 1;
+  for (int i = 0; i < ctx->nheld; i++) {
+    mpiar__held_t *h = &ctx->held[i];
+    int slot = h->tag >> (ctx->size_bits + MPIAR__TAG_BITS);
+    int type = h->tag & step_mask;
+    if (slot != ctx->nslots || type < MPIAR__CTL_CHECK * 2) {
+      continue;
+    }
+    int s = (type - MPIAR__CTL_CHECK * 2) / 32;
+    mpiar__request_t *r = s < ctx->nslots ? ctx->slot_req[s] : NULL;
+    if (r == NULL || r->check_rounds > 0 || h->bytes != sizeof r->check_in) {
+      continue; /* no operation there, or it checks too (it takes the message itself) */
+    }
+    if (h->data == NULL) {
+      uint64_t *d = malloc(sizeof r->check_in);
+      if (d == NULL ||
+          MPI_Mrecv(d, (int)sizeof r->check_in, MPI_BYTE, &h->msg, MPI_STATUS_IGNORE) !=
+              MPI_SUCCESS) {
+        free(d);
+        continue;
+      }
+      h->data = d;
+      h->msg = MPI_MESSAGE_NULL;
+    }
+    uint32_t seq = (uint32_t)h->data[32];
+    if ((int32_t)(seq - r->seq) > 0) {
+      continue; /* a later operation's check */
+    }
+    int source = h->source;
+    free(h->data);
+    memmove(&ctx->held[i], &ctx->held[i + 1], (size_t)(ctx->nheld - i - 1) * sizeof *ctx->held);
+    ctx->nheld--;
+    int rc = mpiar__error(MPIAR_ERR_MISMATCH,
+                          "rank %d: the ranks differ in MPIAR_CHECK (or the options' check): rank "
+                          "%d runs the argument check for operation %u on this communicator and "
+                          "rank %d runs %s without it; set it alike on every rank",
+                          ctx->rank, source, seq, ctx->rank,
+                          seq == r->seq ? "that operation" : "a later one");
+    fail_and_break(r, rc);
+    return;
+  }
+}
+
 /* How long a contradicting message may wait, with nothing progressing, before it is an error. */
 #define MPIAR__MISMATCH_GRACE_S 0.1
 
@@ -824,8 +898,12 @@ void mpiar__scan(mpiar__context_t *ctx) {
       mpiar__discard(ctx, &m.msg, m.bytes); /* a FIN of an earlier drain */
     } else {
       /* A receive not posted yet (a later step, a later operation, an argument check). */
+      m.data = NULL;
       ctx->held[ctx->nheld++] = m;
     }
+  }
+  if (!ctx->broken) {
+    check_strays(ctx);
   }
   if (ctx->broken) {
     return;

@@ -10,7 +10,9 @@
  * keeps each message with its own operation. When the slot of a new operation is still busy, the
  * start advances the context until it frees.
  */
+#include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +239,94 @@ int mpiar__request_start(mpiar__request_t *r) {
   return MPIAR_SUCCESS;
 }
 
+/* ---- handles ---- */
+
+/*
+ * A handle names a request by an entry of a process-wide table and that entry's generation:
+ * (generation << 32) | (entry + 1). Releasing a handle advances its entry's generation, so a copy
+ * of a completed or freed handle never names the request that takes the entry next, and telling
+ * whether a handle is live reads only the table, whose entries are never freed, never the request
+ * behind it (which may have been freed or reused). The table grows by chunks, found without a
+ * lock; entries are taken and given back under one lock.
+ */
+#define HANDLE_CHUNK 1024
+#define HANDLE_CHUNKS 4096 /* 4 Mi handles live at once */
+
+typedef struct handle_entry {
+  mpiar__request_t *r; /* NULL: free */
+  uint32_t gen;
+  uint32_t next_free; /* free list (index + 1; 0 ends it) */
+} handle_entry_t;
+
+static handle_entry_t *handle_chunks[HANDLE_CHUNKS];
+static uint32_t handle_used; /* entries handed out so far (free ones included) */
+static uint32_t handle_free; /* free list head (index + 1; 0: empty) */
+static pthread_mutex_t handle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+_Static_assert(sizeof(uintptr_t) >= 8, "a handle holds a 32-bit generation and a 32-bit entry");
+
+static handle_entry_t *handle_entry(uint32_t index) {
+  handle_entry_t *chunk =
+      __atomic_load_n(&handle_chunks[index / HANDLE_CHUNK], __ATOMIC_ACQUIRE);
+  return chunk != NULL ? &chunk[index % HANDLE_CHUNK] : NULL;
+}
+
+int mpiar__handle_new(mpiar__request_t *r, mpiar_request_t *out) {
+  pthread_mutex_lock(&handle_lock);
+  uint32_t index;
+  if (handle_free != 0) {
+    index = handle_free - 1;
+    handle_free = handle_entry(index)->next_free;
+  } else {
+    if (handle_used == (uint32_t)HANDLE_CHUNK * HANDLE_CHUNKS) {
+      pthread_mutex_unlock(&handle_lock);
+      return mpiar__error(MPIAR_ERR_NOMEM, "%u requests are live: no handle left", handle_used);
+    }
+    index = handle_used;
+    if (handle_chunks[index / HANDLE_CHUNK] == NULL) {
+      handle_entry_t *chunk = calloc(HANDLE_CHUNK, sizeof *chunk);
+      if (chunk == NULL) {
+        pthread_mutex_unlock(&handle_lock);
+        return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate request handles");
+      }
+      __atomic_store_n(&handle_chunks[index / HANDLE_CHUNK], chunk, __ATOMIC_RELEASE);
+    }
+    handle_used++;
+  }
+  handle_entry_t *e = handle_entry(index);
+  __atomic_store_n(&e->r, r, __ATOMIC_RELEASE);
+  uint32_t gen = __atomic_load_n(&e->gen, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&handle_lock);
+  *out = (mpiar_request_t)(uintptr_t)(((uint64_t)gen << 32) | ((uint64_t)index + 1));
+  return MPIAR_SUCCESS;
+}
+
+mpiar__request_t *mpiar__handle_request(mpiar_request_t h) {
+  uint64_t v = (uint64_t)(uintptr_t)h;
+  uint64_t index = (v & 0xffffffffu) - 1;
+  if (h == MPIAR_REQUEST_NULL || index >= (uint64_t)HANDLE_CHUNK * HANDLE_CHUNKS) {
+    return NULL;
+  }
+  handle_entry_t *e = handle_entry((uint32_t)index);
+  if (e == NULL || __atomic_load_n(&e->gen, __ATOMIC_ACQUIRE) != (uint32_t)(v >> 32)) {
+    return NULL;
+  }
+  return __atomic_load_n(&e->r, __ATOMIC_ACQUIRE);
+}
+
+void mpiar__handle_release(mpiar_request_t *req) {
+  uint64_t v = (uint64_t)(uintptr_t)*req;
+  uint32_t index = (uint32_t)((v & 0xffffffffu) - 1);
+  pthread_mutex_lock(&handle_lock);
+  handle_entry_t *e = handle_entry(index);
+  __atomic_store_n(&e->gen, e->gen + 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&e->r, NULL, __ATOMIC_RELEASE);
+  e->next_free = handle_free;
+  handle_free = index + 1;
+  pthread_mutex_unlock(&handle_lock);
+  *req = MPIAR_REQUEST_NULL;
+}
+
 /* ---- generalized requests ---- */
 
 int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
@@ -246,6 +336,10 @@ int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *s
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
   }
   memset(r, 0, sizeof *r);
+  if (mpiar__handle_new(r, out) != MPIAR_SUCCESS) {
+    free(r);
+    return MPIAR_ERR_NOMEM;
+  }
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
   r->magic = MPIAR__REQUEST_MAGIC;
@@ -253,15 +347,10 @@ int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *s
   r->gfree = free_fn;
   r->gstate = state;
   r->state = MPIAR__REQ_ACTIVE;
-  *out = r;
   return MPIAR_SUCCESS;
 }
 
 /* ---- completion ---- */
-
-static int valid(mpiar__request_t *r) {
-  return r != NULL && r->magic == MPIAR__REQUEST_MAGIC;
-}
 
 /* Give the core away between rounds of a wait when the node is oversubscribed. */
 static void idle_of(mpiar__request_t *r, unsigned idle) {
@@ -303,14 +392,12 @@ int mpiar__wait_result(mpiar__request_t *r) {
   return rc;
 }
 
-int mpiar__wait_one(mpiar_request_t *req) {
-  mpiar__request_t *r = *req;
+int mpiar__wait_one(mpiar__request_t *r) {
   int rc = mpiar__wait_result(r);
   if (r->persistent) {
     r->state = MPIAR__REQ_INACTIVE;
   } else {
     mpiar__request_release(r);
-    *req = MPIAR_REQUEST_NULL;
   }
   return rc;
 }
@@ -351,9 +438,16 @@ static int step(mpiar__request_t *r) {
   return MPIAR_SUCCESS;
 }
 
+/* Release a core request's memory and its references (the caller is not inside its context). */
+static void release_outside(mpiar__request_t *r) {
+  mpiar__context_t *ctx = r->ctx;
+  ctx->refs++;
+  mpiar__request_release(r);
+  mpiar__context_unref(ctx);
+}
+
 /* Hand a finished request's result to the caller and release or deactivate it. */
-static int collect(mpiar_request_t *req) {
-  mpiar__request_t *r = *req;
+static int collect(mpiar_request_t *req, mpiar__request_t *r) {
   int rc = r->rc;
   char detail[512];
   snprintf(detail, sizeof detail, "%s", r->detail);
@@ -363,7 +457,7 @@ static int collect(mpiar_request_t *req) {
       r->gfree(r->gstate);
     }
     mpiar__request_free_mem(r);
-    *req = MPIAR_REQUEST_NULL;
+    mpiar__handle_release(req);
   } else if (r->persistent) {
     r->state = MPIAR__REQ_INACTIVE;
   } else {
@@ -375,7 +469,7 @@ static int collect(mpiar_request_t *req) {
     }
     ctx->refs++;
     mpiar__request_release(r);
-    *req = MPIAR_REQUEST_NULL;
+    mpiar__handle_release(req);
     mpiar__context_leave(ctx);
     mpiar__context_unref(ctx);
   }
@@ -385,27 +479,54 @@ static int collect(mpiar_request_t *req) {
   return rc;
 }
 
-static int check_handle(mpiar_request_t *req, const char *call) {
+/*
+ * A request used after MPI_Finalize: MPI_Finalize released its communicator (an operation in
+ * progress failed then), so the handle is given back and its memory freed, and the call fails.
+ */
+static int after_finalize(mpiar_request_t *req, mpiar__request_t *r, const char *call) {
+  if (r != NULL) {
+    mpiar__handle_release(req);
+    if (r->gpoll == NULL) {
+      release_outside(r);
+    }
+    /* A generalized request's state belongs to its owner (the kvstore), whose MPI objects are
+     * gone too: it is left as it is. */
+  }
+  return mpiar__error(MPIAR_ERR_MPI_STATE,
+                      "%s: MPI is already finalized (MPI_Finalize released the request's "
+                      "communicator; the request is freed)",
+                      call);
+}
+
+static int check_handle(mpiar_request_t *req, const char *call, mpiar__request_t **out) {
+  *out = NULL;
   if (req == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: the request pointer is NULL", call);
   }
-  if (*req != MPIAR_REQUEST_NULL && !valid(*req)) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: not a live request (freed, or never made)",
-                        call);
+  if (*req != MPIAR_REQUEST_NULL && (*out = mpiar__handle_request(*req)) == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "%s: not a live request (completed, freed, or never made)", call);
+  }
+  if (MPIAR__UNLIKELY(mpiar__mpi_finalized())) {
+    return after_finalize(req, *out, call);
   }
   return MPIAR_SUCCESS;
 }
 
+int mpiar__request_of(mpiar_request_t *req, const char *call, mpiar__request_t **out) {
+  return check_handle(req, call, out);
+}
+
 int mpiar_test(mpiar_request_t *req, int *done) {
   mpiar__error_clear();
-  int rc = check_handle(req, "mpiar_test");
+  mpiar__request_t *r = NULL;
+  int rc = check_handle(req, "mpiar_test", &r);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
   if (done == NULL) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_test: the done pointer is NULL");
   }
-  mpiar__request_t *r = *req;
   *done = 1;
   if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
     return MPIAR_SUCCESS;
@@ -415,16 +536,16 @@ int mpiar_test(mpiar_request_t *req, int *done) {
     return rc;
   }
   *done = r->state != MPIAR__REQ_ACTIVE;
-  return *done ? collect(req) : MPIAR_SUCCESS;
+  return *done ? collect(req, r) : MPIAR_SUCCESS;
 }
 
 int mpiar_wait(mpiar_request_t *req) {
   mpiar__error_clear();
-  int rc = check_handle(req, "mpiar_wait");
+  mpiar__request_t *r = NULL;
+  int rc = check_handle(req, "mpiar_wait", &r);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  mpiar__request_t *r = *req;
   if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
     return MPIAR_SUCCESS;
   }
@@ -434,8 +555,12 @@ int mpiar_wait(mpiar_request_t *req) {
     if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
       return rc;
     }
+    int persistent = r->persistent;
     ctx->refs++;
-    rc = mpiar__wait_one(req);
+    rc = mpiar__wait_one(r);
+    if (!persistent) {
+      mpiar__handle_release(req);
+    }
     mpiar__context_leave(ctx);
     mpiar__context_unref(ctx);
     return rc;
@@ -447,7 +572,7 @@ int mpiar_wait(mpiar_request_t *req) {
     }
     idle_of(r, ++idle);
   }
-  return collect(req);
+  return collect(req, r);
 }
 
 static int check_array(int n, mpiar_request_t reqs[], const char *call) {
@@ -455,9 +580,17 @@ static int check_array(int n, mpiar_request_t reqs[], const char *call) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: %d requests at %p", call, n, (void *)reqs);
   }
   for (int i = 0; i < n; i++) {
-    if (reqs[i] != MPIAR_REQUEST_NULL && !valid(reqs[i])) {
-      return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: request %d is not a live request", call, i);
+    if (reqs[i] != MPIAR_REQUEST_NULL && mpiar__handle_request(reqs[i]) == NULL) {
+      return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                          "%s: request %d is not a live request (completed, freed, or never made)",
+                          call, i);
     }
+  }
+  if (MPIAR__UNLIKELY(mpiar__mpi_finalized())) {
+    for (int i = 0; i < n; i++) {
+      after_finalize(&reqs[i], mpiar__handle_request(reqs[i]), call);
+    }
+    return after_finalize(NULL, NULL, call);
   }
   return MPIAR_SUCCESS;
 }
@@ -471,7 +604,7 @@ static int scan_array(int n, mpiar_request_t reqs[], int *rc) {
   int any = 0;
   *rc = MPIAR_SUCCESS;
   for (int i = 0; i < n; i++) {
-    mpiar__request_t *r = reqs[i];
+    mpiar__request_t *r = mpiar__handle_request(reqs[i]);
     if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
       continue;
     }
@@ -513,7 +646,7 @@ int mpiar_testany(int n, mpiar_request_t reqs[], int *index, int *done) {
   }
   *index = at;
   *done = 1;
-  return collect(&reqs[at]);
+  return collect(&reqs[at], mpiar__handle_request(reqs[at]));
 }
 
 int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
@@ -533,8 +666,9 @@ int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
       return rc;
     }
     for (int i = 0; i < n; i++) {
-      if (reqs[i] != NULL) {
-        idle_of(reqs[i], ++idle);
+      mpiar__request_t *r = mpiar__handle_request(reqs[i]);
+      if (r != NULL) {
+        idle_of(r, ++idle);
         break;
       }
     }
@@ -556,7 +690,7 @@ int mpiar_waitall(int n, mpiar_request_t reqs[]) {
     int left = 0;
     mpiar__request_t *some = NULL;
     for (int i = 0; i < n; i++) {
-      mpiar__request_t *r = reqs[i];
+      mpiar__request_t *r = mpiar__handle_request(reqs[i]);
       if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
         continue;
       }
@@ -568,7 +702,7 @@ int mpiar_waitall(int n, mpiar_request_t reqs[]) {
         some = r;
         continue;
       }
-      int one = collect(&reqs[i]);
+      int one = collect(&reqs[i], r);
       if (one != MPIAR_SUCCESS && first_error == MPIAR_SUCCESS) {
         first_error = one;
         snprintf(detail, sizeof detail, "request %d: %s", i, mpiar_last_error());
@@ -587,11 +721,11 @@ int mpiar_waitall(int n, mpiar_request_t reqs[]) {
 
 int mpiar_request_free(mpiar_request_t *req) {
   mpiar__error_clear();
-  int rc = check_handle(req, "mpiar_request_free");
-  if (rc != MPIAR_SUCCESS || *req == MPIAR_REQUEST_NULL) {
+  mpiar__request_t *r = NULL;
+  int rc = check_handle(req, "mpiar_request_free", &r);
+  if (rc != MPIAR_SUCCESS || r == NULL) {
     return rc;
   }
-  mpiar__request_t *r = *req;
   if (r->state == MPIAR__REQ_ACTIVE) {
     /* An operation is collective: it is completed, not abandoned. */
     rc = mpiar_wait(req);
@@ -603,6 +737,6 @@ int mpiar_request_free(mpiar_request_t *req) {
   r->persistent = 0;
   r->state = MPIAR__REQ_DONE;
   r->rc = MPIAR_SUCCESS;
-  int rc2 = collect(req);
+  int rc2 = collect(req, r);
   return rc != MPIAR_SUCCESS ? rc : rc2;
 }

@@ -228,6 +228,21 @@ int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t
   return rc;
 }
 
+int mpiar__settings_fault(void) {
+  const mpiar__settings_t *set = NULL;
+  if (mpiar__settings(&set) != MPIAR_SUCCESS) {
+    return set->malformed > 0 ? set->malformed : mpiar__settings_number("MPIAR_ALGORITHM");
+  }
+  if (mpiar__check_env_algorithm(set) != MPIAR_SUCCESS) {
+    return mpiar__settings_number("MPIAR_ALGORITHM");
+  }
+  const mpiar__tuning_t *t = NULL;
+  if (mpiar__tuning_get(set->tuning_file, &t) != MPIAR_SUCCESS) {
+    return mpiar__settings_number("MPIAR_TUNING_FILE");
+  }
+  return 0;
+}
+
 /*
  * The cheapest registry entry for (bytes, p) under the model with @p params, with its best
  * segment size on @p topo (hierarchical entries compete only on a topology with several nodes

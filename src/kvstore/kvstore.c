@@ -103,11 +103,11 @@ int mpiar__kv_agree(mpiar_kv_t *kv, int local_rc, uint64_t hash, const char *wha
  * options', else MPIAR_TIMEOUT_MS) bounds the wait for the other workers.
  */
 static int duplicate(MPI_Comm comm, int timeout_ms, MPI_Comm *out) {
+  /* Malformed settings are this worker's local error, shared in the options agreement: the
+   * duplicate is made all the same, so that no worker waits for this one. */
   const mpiar__settings_t *set = NULL;
-  int rc = mpiar__settings(&set);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
+  mpiar__settings(&set);
+  int rc;
   long ms = timeout_ms > 0 ? timeout_ms : (timeout_ms < 0 ? 0 : set->timeout_ms);
   MPI_Request q = MPI_REQUEST_NULL;
   if ((rc = mpiar__check_comm(comm)) != MPIAR_SUCCESS) {
@@ -221,8 +221,11 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   kv->ar.timeout_ms = o.timeout_ms;
 
   /* Local checks; a failure still joins the agreement, so that no worker waits for it. */
-  int local = MPIAR_SUCCESS;
-  if (o.op != MPIAR_SUM && o.op != MPIAR_AVG) {
+  const mpiar__settings_t *env = NULL;
+  int local = mpiar__settings(&env);
+  if (local != MPIAR_SUCCESS) {
+    /* the settings' own detail, from the call above */
+  } else if (o.op != MPIAR_SUM && o.op != MPIAR_AVG) {
     local = mpiar__error(MPIAR_ERR_INVALID_ARG,
                          "mpiar_kv_create: op must be MPIAR_SUM or MPIAR_AVG, not %d", (int)o.op);
   } else if (o.verify != 0 && o.verify != 1) {

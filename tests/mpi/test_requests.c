@@ -17,6 +17,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/context.h"
@@ -141,17 +142,134 @@ static void case_api(void) {
   memset(&junk, 0, sizeof junk);
   MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
                                                 MPI_COMM_WORLD, &junk, &r));
-  /* An options struct from an older header (the fields up to timeout_ms) still works. */
-  mpiar_options_t old = MPIAR_OPTIONS_INIT;
-  old.struct_size = offsetof(mpiar_options_t, timeout_ms) + sizeof(int);
-  old.check = 77; /* beyond the old size: must be ignored */
+  /* An options struct of the first released layout (0.1: the fields up to timeout_ms), as a
+   * program compiled against that header passes it: sizeof 32, whose last 4 bytes are padding
+   * (garbage here) where the current layout has its check field. */
+  struct options_v1 {
+    size_t struct_size;
+    const char *algorithm;
+    size_t segment_bytes;
+    int timeout_ms;
+  } old;
+  memset(&old, 0x77, sizeof old);
+  old.struct_size = sizeof old;
+  old.algorithm = NULL;
+  old.segment_bytes = 0;
+  old.timeout_ms = 0;
+  MT_CHECK(sizeof old == 32 && offsetof(mpiar_options_t, check) < sizeof old,
+           "the old layout's padding no longer holds the check field (sizeof %zu)", sizeof old);
   fill(a, N, 7);
-  MT_RC(MPIAR_SUCCESS,
-        mpiar_allreduce_ex(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD, &old));
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_ex(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                          MPI_COMM_WORLD, (const mpiar_options_t *)(void *)&old));
   check_sum(a, N, 7, "an older options struct");
+  /* The same layout with 1 in its padding: not an argument check either (the check would
+   * otherwise run; it is a field of a later layout). */
+  memset((char *)&old + offsetof(struct options_v1, timeout_ms) + sizeof(int), 0, 4);
+  ((unsigned char *)&old)[offsetof(struct options_v1, timeout_ms) + sizeof(int)] = 1;
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, (const mpiar_options_t *)(void *)&old,
+                                        &r));
+  MT_CHECK(mpiar__handle_request(r) != NULL && mpiar__handle_request(r)->check == 0,
+           "a 0.1 options structure turned the argument check on");
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
   if (rank == 0) {
     printf("api: a test loop took %ld polls\n", polls);
   }
+}
+
+/*
+ * Handles are safe by construction: a copy of a completed or freed handle is refused (never
+ * completing another request that reuses the same memory), also when more requests than a plan
+ * keeps spare come and go (run under valgrind too: no read of freed memory).
+ */
+static void case_stale(void) {
+  enum { N = 1000, M = 9 };
+  static int64_t a[M][N];
+  mpiar_request_t r = MPIAR_REQUEST_NULL, stale = MPIAR_REQUEST_NULL;
+  fill(a[0], N, 1);
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a[0], N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, NULL, &r));
+  stale = r;
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
+  check_sum(a[0], N, 1, "first");
+  /* The next request of the same plan takes the same memory: the stale copy must not name it. */
+  fill(a[1], N, 2);
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a[1], N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, NULL, &r));
+  MT_CHECK(r != stale, "a new request has the completed one's handle");
+  int done = 0;
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_wait(&stale));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_test(&stale, &done));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_request_free(&stale));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_start(&stale));
+  mpiar_request_t pair[2] = {r, stale};
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_waitall(2, pair));
+  MT_CHECK(r != MPIAR_REQUEST_NULL, "the live request was touched");
+  MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
+  check_sum(a[1], N, 2, "the request after a stale wait");
+  /* More requests of one plan than it keeps spare: the extra ones are freed when they finish;
+   * copies of every handle are refused afterwards. */
+  mpiar_request_t rs[M], copies[M];
+  for (int k = 0; k < M; k++) {
+    fill(a[k], N, 10 + k);
+    MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a[k], N, MPIAR_INT64, MPIAR_SUM,
+                                          MPI_COMM_WORLD, NULL, &rs[k]));
+    copies[k] = rs[k];
+  }
+  MT_RC(MPIAR_SUCCESS, mpiar_waitall(M, rs));
+  for (int k = 0; k < M; k++) {
+    check_sum(a[k], N, 10 + k, "one of several");
+    MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_wait(&copies[k]));
+    MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_test(&copies[k], &done));
+  }
+  /* A freed persistent request. */
+  mpiar_request_t p = MPIAR_REQUEST_NULL;
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_init(MPIAR_IN_PLACE, a[0], N, MPIAR_INT64, MPIAR_SUM,
+                                            MPI_COMM_WORLD, NULL, &p));
+  mpiar_request_t pcopy = p;
+  MT_RC(MPIAR_SUCCESS, mpiar_request_free(&p));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_start(&pcopy));
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_request_free(&pcopy));
+  /* A handle that was never made. */
+  mpiar_request_t made_up = (mpiar_request_t)(uintptr_t)0x5a5a5a5a5a5aULL;
+  MT_RC(MPIAR_ERR_INVALID_ARG, mpiar_wait(&made_up));
+}
+
+/*
+ * Requests used after MPI_Finalize (an iallreduce left outstanding across it, a persistent
+ * request started after it): MPIAR_ERR_MPI_STATE at once, never a wait that spins forever.
+ * Runs its own MPI_Finalize; the exit code is this rank's verdict.
+ */
+static int case_after_finalize(void) {
+  enum { N = 1000 };
+  static int64_t a[N], b[N];
+  fill(a, N, 1);
+  fill(b, N, 2);
+  mpiar_request_t r = MPIAR_REQUEST_NULL, p = MPIAR_REQUEST_NULL, q = MPIAR_REQUEST_NULL;
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_init(MPIAR_IN_PLACE, b, N, MPIAR_INT64, MPIAR_SUM,
+                                            MPI_COMM_WORLD, NULL, &p));
+  MT_RC(MPIAR_SUCCESS, mpiar_allreduce_init(MPIAR_IN_PLACE, b, N, MPIAR_INT64, MPIAR_SUM,
+                                            MPI_COMM_WORLD, NULL, &q));
+  MPI_Barrier(MPI_COMM_WORLD);
+  MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
+                                        MPI_COMM_WORLD, NULL, &r));
+  int before = mt_failures;
+  MPI_Finalize();
+  double t0 = (double)clock() / CLOCKS_PER_SEC;
+  MT_RC(MPIAR_ERR_MPI_STATE, mpiar_wait(&r));
+  MT_CHECK(r == MPIAR_REQUEST_NULL, "the request outlived MPI_Finalize");
+  MT_RC(MPIAR_ERR_MPI_STATE, mpiar_start(&p));
+  int done = 0;
+  MT_RC(MPIAR_ERR_MPI_STATE, mpiar_test(&q, &done));
+  MT_RC(MPIAR_ERR_MPI_STATE, mpiar_request_free(&q));
+  MT_RC(MPIAR_ERR_MPI_STATE,
+        mpiar_allreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM, MPI_COMM_WORLD));
+  MT_CHECK(strstr(mpiar_last_error(), "finalized") != NULL, "detail '%s'", mpiar_last_error());
+  double spent = (double)clock() / CLOCKS_PER_SEC - t0;
+  MT_CHECK(spent < 5.0, "the calls after MPI_Finalize took %.1f s of CPU", spent);
+  printf("after_finalize: rank %d %s (%d failed checks, %d before MPI_Finalize)\n", rank,
+         mt_failures ? "FAILED" : "passed", mt_failures, before);
+  return mt_failures ? 1 : 0;
 }
 
 /* @p n operations of sizes and algorithms that differ, completed in @p order. */
@@ -408,11 +526,11 @@ static void case_progress(void) {
   int done = 0;
   while (MPI_Wtime() - t0 < 30.0) {
     usleep(100000);
-    if (r->state != MPIAR__REQ_ACTIVE) {
+    if (mpiar__handle_request(r)->state != MPIAR__REQ_ACTIVE) {
       break;
     }
   }
-  MT_CHECK(r->state != MPIAR__REQ_ACTIVE, "8 MiB not finished after %.1f s of computing",
+  MT_CHECK(mpiar__handle_request(r)->state != MPIAR__REQ_ACTIVE, "8 MiB not finished after %.1f s of computing",
            MPI_Wtime() - t0);
   MT_RC(MPIAR_SUCCESS, mpiar_test(&r, &done));
   MT_CHECK(done == 1, "not done");
@@ -444,6 +562,10 @@ int main(int argc, char **argv) {
     case_threads();
   } else if (strcmp(which, "progress") == 0) {
     case_progress();
+  } else if (strcmp(which, "stale") == 0) {
+    case_stale();
+  } else if (strcmp(which, "after_finalize") == 0) {
+    return case_after_finalize();
   } else {
     fprintf(stderr, "test_requests: unknown case '%s'\n", which);
     MPI_Finalize();

@@ -2,14 +2,16 @@
 # (an invalid access, an uninitialised value, a leaked block) has an mpiar function in its stack.
 # MPI's own reports (its start-up allocations, for one) are not mpiar's to fix and are ignored.
 #
-# Variables (-D): MPIEXEC, NPFLAG, NP, PREFLAGS (comma-separated), VALGRIND, EXE, WORKDIR.
+# Variables (-D): MPIEXEC, NPFLAG, NP, PREFLAGS (comma-separated), VALGRIND, EXE, ARGS (the
+# program's arguments, comma-separated; optional), WORKDIR.
 cmake_minimum_required(VERSION 3.18)
 string(REPLACE "," ";" PREFLAGS "${PREFLAGS}")
+string(REPLACE "," ";" ARGS "${ARGS}")
 file(REMOVE_RECURSE "${WORKDIR}")
 file(MAKE_DIRECTORY "${WORKDIR}")
 execute_process(
   COMMAND "${MPIEXEC}" ${PREFLAGS} ${NPFLAG} ${NP} "${VALGRIND}" --leak-check=full
-          --show-leak-kinds=definite,indirect,possible --log-file=${WORKDIR}/vg.%p.log "${EXE}"
+          --show-leak-kinds=definite,indirect,possible --log-file=${WORKDIR}/vg.%p.log "${EXE}" ${ARGS}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 message("${out}")
 if(NOT rc EQUAL 0)
