@@ -9,10 +9,12 @@
  * Restrictions: none. Any p, any count (count < p gives empty blocks, which still travel as
  * zero-length messages so that both sides agree on the message sequence), in place or not.
  * Each element is reduced along exactly one chain and then copied around the ring, so every rank
- * ends with the same bits. The partial received from rank r-1 is operand `a` of the reduction
- * when it holds lower ranks only (its chain did not wrap past rank p-1), else this rank's own
- * contribution is: so at p = 2 every element is reduced as x0 op x1. For p >= 3 the order of an
- * element's chain depends on its block, i.e. on its position in the vector.
+ * ends with the same bits. Operand `a` of every reduction holds the lowest rank of the two: the
+ * partial received from rank r-1, except on rank 0 before the chain has passed it (the partial
+ * then holds ranks above 0 only). So x0 is the leftmost operand of every element's chain, and a
+ * NaN payload of rank 0 wins on every rank; at p = 2 every element is reduced as x0 op x1. For
+ * p >= 3 the order of the other ranks in a chain depends on its block, i.e. on the element's
+ * position in the vector.
  *
  * Memory: not in place, the received partial lands directly in OUTPUT and is reduced with INPUT,
  * so no scratch and no up-front copy. In place, receives land in two scratch blocks used in turn
@@ -135,15 +137,16 @@ int mpiar__build_ring(mpiar__schedule_t *s) {
                                          MPIAR__NDEPS(rdeps)));
       recvq[qr++] = rid;
       /*
-       * The partial from r-1 holds ranks rb .. r-1 of the chain. Without a wrap (rb < r) they
-       * are all lower than r and the partial is operand a; after the wrap this rank's own data
-       * goes first. At p = 2 that makes every element x0 op x1 whatever its block, as in the
-       * other algorithms, so a result does not depend on where an element sits in the vector.
+       * The partial from r-1 holds ranks rb .. r-1 of the chain (cyclically). Its lowest rank is
+       * rb without a wrap (rb < r) and 0 after one, except on rank 0 itself, where the chain
+       * wraps: there the partial holds ranks above 0 only and this rank's own data goes first.
+       * Everywhere else the partial does. At p = 2 that makes every element x0 op x1 whatever
+       * its block, as in the other algorithms.
        */
       const long ddeps[] = {rid};
       const mpiar__operand_t mine = mpiar__own(s, off);
-      MPIAR__STEP(id, rb < r ? mpiar__sched_reduce(s, mpiar__out(off), dst, mine, len, ddeps, 1)
-                             : mpiar__sched_reduce(s, mpiar__out(off), mine, dst, len, ddeps, 1));
+      MPIAR__STEP(id, r > 0 ? mpiar__sched_reduce(s, mpiar__out(off), dst, mine, len, ddeps, 1)
+                            : mpiar__sched_reduce(s, mpiar__out(off), mine, dst, len, ddeps, 1));
       red[(size_t)rb * maxseg + g] = id;
       if (k == p - 2) {
         rc = mpiar__sched_mark_final(s, id); /* the block's last contribution */
