@@ -41,8 +41,7 @@ static long payload(mpiar_dtype_t t, const void *buf, size_t i) {
   }
   uint64_t b;
   memcpy(&b, (const char *)buf + 8 * i, 8);
-  return (b & 0x7ff8000000000000ull) == 0x7ff8000000000000ull ? (long)(b & 0x7ffffffffffffull)
-                                                               : -1;
+  return (b & 0x7ff8000000000000ull) == 0x7ff8000000000000ull ? (long)(b & 0x7ffffffffffffull) : -1;
 }
 
 static void run(const char *alg, size_t seg, mpiar_dtype_t t, mpiar_op_t op, int in_place,
