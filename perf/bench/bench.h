@@ -69,7 +69,7 @@ typedef struct bench_opts {
   size_t alg_segment[BENCH_MAX_ALGS];   /* the segment of a "NAME/seg=SIZE" column, else 0 */
   int alg_repro[BENCH_MAX_ALGS];        /* 1: a "NAME/repro" column (reproducible mode) */
   int validate;                         /* -c */
-  int inplace;                          /* --inplace */
+  int inplace;                          /* --in-place */
   int quiet;                            /* -q: no progress line */
   const char *csv_path;                 /* --csv */
   const char *json_path;                /* --json */

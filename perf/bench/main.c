@@ -10,6 +10,7 @@
  * The benchmark itself may call MPI's collectives (barrier, the MAX reduction of the times and
  * MPI_Allreduce as the `mpi` column); the library it measures never does.
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -733,24 +734,29 @@ static void run_size(bench_state_t *st, int k) {
   }
 }
 
-/* Rank 0 opens the output files before the sweep, so that an unwritable path fails at once. */
+/*
+ * Rank 0 opens the output files before anything is planned or measured, so that a path that
+ * cannot be written is a bad argument: every rank exits at once with TOOL_EXIT_USAGE.
+ */
 static int open_outputs(bench_state_t *st) {
   int ok = 1;
   const bench_opts_t *o = &st->o;
   if (st->rank == 0 && o->csv_path != NULL) {
     st->csv = fopen(o->csv_path, "w");
     if (st->csv == NULL) {
-      fprintf(stderr, "mpiar-bench: cannot write --csv '%s'\n", o->csv_path);
+      fprintf(stderr, "mpiar-bench: --csv: cannot write '%s': %s\nTry 'mpiar-bench --help'.\n",
+              o->csv_path, strerror(errno));
       ok = 0;
     } else {
       bench_csv_header(st->csv);
     }
   }
-  if (st->rank == 0 && o->json_path != NULL) {
+  if (st->rank == 0 && ok && o->json_path != NULL) {
     /* Opened now, and rewritten at the end. */
     FILE *j = fopen(o->json_path, "w");
     if (j == NULL) {
-      fprintf(stderr, "mpiar-bench: cannot write --json '%s'\n", o->json_path);
+      fprintf(stderr, "mpiar-bench: --json: cannot write '%s': %s\nTry 'mpiar-bench --help'.\n",
+              o->json_path, strerror(errno));
       ok = 0;
     } else {
       fclose(j);
@@ -792,6 +798,9 @@ static int finish_outputs(bench_state_t *st) {
 static int setup(bench_state_t *st) {
   char err[512];
   const bench_opts_t *o = &st->o;
+  if (!open_outputs(st)) {
+    return TOOL_EXIT_USAGE;
+  }
   /* Checks that need the rank count: identical on every rank, so all exit alike. */
   if (o->validate && exact_bound(o->dtype, o->op, st->p, err, sizeof err) != 0) {
     if (st->rank == 0) {
@@ -833,7 +842,7 @@ static int setup(bench_state_t *st) {
   } else {
     st->run.kernel = mpiar_kernel_level();
   }
-  return open_outputs(st) ? -1 : TOOL_EXIT_FAIL;
+  return -1;
 }
 
 static void teardown(bench_state_t *st) {

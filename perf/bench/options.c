@@ -381,10 +381,16 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .dest = &o->validate,
        .help = "check every result against the exact expected values (the\n"
                "inputs are small integers); exit code 1 if any differs"},
+      {.long_name = "in-place",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o->inplace,
+       .help = "reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE), the form training\n"
+               "uses: each run starts from the input copied into the result\n"
+               "buffer, outside the timing"},
       {.long_name = "inplace",
        .kind = TOOL_ARG_FLAG,
        .dest = &o->inplace,
-       .help = "reduce in place (MPIAR_IN_PLACE / MPI_IN_PLACE)"},
+       .help = "the same as --in-place"},
       {.long_name = "csv",
        .kind = TOOL_ARG_STRING,
        .dest = &o->csv_path,

@@ -357,7 +357,8 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
   const bench_opts_t *o = run->opts;
   summary_t s;
   summarize(run, &s);
-  fprintf(f, "#\n");
+  fprintf(f, "#\n# Summary of the %s calls:\n",
+          o->inplace ? "in-place (MPIAR_IN_PLACE)" : "out-of-place");
   if (run->mpi_index >= 0) {
     fprintf(f, "# Speedup vs MPI_Allreduce, median over the sizes of each range (> 1: faster):\n");
     fprintf(f, "#   %-20s %14s %14s %16s %18s\n", "algorithm", "small <=4 KiB", "medium",

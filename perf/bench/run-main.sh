@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The main job of mpiar: mpiar-bench on 2 ranks over 4 B..256 MiB for float32 sum with every
-# algorithm, `auto` and MPI_Allreduce. Writes OUT_DIR/bench.csv, bench.json, summary.txt and the
-# plots (busbw, latency, speedup as PNG and SVG), and prints the summary table.
+# algorithm, `auto` and MPI_Allreduce, out of place; then the same algorithms (without the segment
+# columns) in place over 4 B..64 MiB, the form in which training reduces its gradients (kvstore,
+# DDP, the Python optimizer). Writes OUT_DIR/bench.csv, bench.json and the plots (busbw, latency,
+# speedup as PNG and SVG) of the first run, OUT_DIR/in-place/ with the same for the second, and
+# summary.txt with both tables (each says which form it measured), and prints them.
 #
 # Usage: perf/bench/run-main.sh BUILD_DIR OUT_DIR [more mpiar-bench options]
 # Environment: NP (ranks, default 2), MPIEXEC (default: the one CMake found), MPIEXEC_FLAGS.
@@ -33,22 +36,39 @@ if "$mpiexec" --version 2>&1 | grep -q -E 'Open MPI|OpenRTE'; then
   flags+=(--oversubscribe --allow-run-as-root)
 fi
 
-mkdir -p "$out"
+mkdir -p "$out/in-place"
 start=$(date +%s)
-set +e
-"$mpiexec" "${flags[@]}" -n "${NP:-2}" "$bench" -b 4 -e 256M -f 2 -d float32 -o sum \
-  --csv "$out/bench.csv" --json "$out/bench.json" "$@" | tee "$out/summary.txt"
-rc=${PIPESTATUS[0]}
-set -e
-if [ "$rc" -ne 0 ]; then
-  echo "$0: mpiar-bench failed with exit code $rc" >&2
-  exit "$rc"
-fi
+: > "$out/summary.txt"
+
+# One run of mpiar-bench: its table is appended to summary.txt, its files go to DIR.
+run_bench() {
+  local dir=$1
+  shift
+  set +e
+  "$mpiexec" "${flags[@]}" -n "${NP:-2}" "$bench" -d float32 -o sum \
+    --csv "$dir/bench.csv" --json "$dir/bench.json" "$@" | tee -a "$out/summary.txt"
+  local rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "$0: mpiar-bench failed with exit code $rc" >&2
+    exit "$rc"
+  fi
+}
+
+run_bench "$out" -b 4 -e 256M -f 2 "$@"
+echo | tee -a "$out/summary.txt"
+# The in-place run leaves the segment columns out unless the options name columns themselves.
+shape=(--no-segments)
+for arg in "$@"; do
+  case "$arg" in -a* | --segments* | --no-segments) shape=() ;; esac
+done
+run_bench "$out/in-place" --in-place "${shape[@]}" -b 4 -e 64M -f 4 "$@"
 
 if command -v gnuplot > /dev/null; then
   gnuplot -c "$here/plot.gp" "$out/bench.csv" "$out"
-  echo "# plots: $out/busbw.png $out/latency.png $out/speedup.png (and .svg)"
+  gnuplot -c "$here/plot.gp" "$out/in-place/bench.csv" "$out/in-place"
+  echo "# plots: $out/busbw.png $out/latency.png $out/speedup.png (and .svg), in place in $out/in-place/"
 else
   echo "$0: gnuplot not found: no plots (install gnuplot-nox)" >&2
 fi
-echo "# results: $out/bench.csv $out/bench.json $out/summary.txt ($(( $(date +%s) - start )) s)"
+echo "# results: $out/bench.csv $out/bench.json $out/in-place/ $out/summary.txt ($(( $(date +%s) - start )) s)"

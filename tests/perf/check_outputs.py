@@ -7,6 +7,7 @@ percentage of the limit), that the two files hold the same numbers, and that no 
 its check. With --plot-script, it also runs gnuplot on the CSV and checks the PNG and SVG files.
 
 Usage: check_outputs.py CSV JSON --nranks P [--require a,b] [--absent c] [--validated]
+                        [--in-place]
                         [--gnuplot GNUPLOT --plot-script plot.gp --plot-dir DIR]
 """
 import argparse
@@ -55,6 +56,7 @@ def main():
     ap.add_argument("--require", default="", help="algorithms the run must have compared")
     ap.add_argument("--absent", default="", help="algorithms the run must not have compared")
     ap.add_argument("--validated", action="store_true", help="the run used -c")
+    ap.add_argument("--in-place", action="store_true", help="the run used --in-place")
     ap.add_argument("--gnuplot")
     ap.add_argument("--plot-script")
     ap.add_argument("--plot-dir")
@@ -81,6 +83,10 @@ def main():
     check(doc["program"] == "mpiar-bench", "JSON program")
     check(doc["nranks"] == p, "JSON nranks %s" % doc["nranks"])
     check(doc["validate"] == args.validated, "JSON validate flag")
+    check(doc["inplace"] == args.in_place, "JSON inplace flag %s" % doc["inplace"])
+    for r in rows:
+        check(r["inplace"] == ("1" if args.in_place else "0"),
+              "CSV inplace %s at %s %s" % (r["inplace"], r["bytes"], r["algorithm"]))
     for key in ("mpiar_version", "date", "host", "mpi_library", "definitions", "dtype", "op"):
         check(key in doc, "JSON lacks %s" % key)
     has_mpi = "mpi" in algs
