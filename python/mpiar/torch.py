@@ -115,6 +115,17 @@ class _DistributedOptimizer:
     averaged in its bucket at ``step()``, with its current ``.grad`` or zeros when that is None,
     exactly as the blocking optimizer does; it only delays its bucket (and the later ones) to
     ``step()``.
+
+    Rounds. Every averaging ends (with overlap) or begins (without) with a round: one small
+    allreduce by which the ranks agree on the round's number, on whether it feeds a step or is
+    discarded (``zero_grad()`` after a backward pass that raised), and on whether any rank's
+    backward pass raised. A backward pass is seen to start when the first gradient hook fires,
+    and to end when the callback it queues on the autograd engine runs, which the engine skips
+    when the pass raises. A round fails on every rank, before any rank applies it, when the
+    ranks disagree or when it feeds a step while a rank's backward pass raised, since the ranks
+    would otherwise apply different (or partial) gradients. The ranks that discard raise
+    nothing more there (their backward pass has raised already), so every rank has seen the
+    step fail and the ranks stay in step.
     """
 
     def _mpiar_setup(self, named_parameters, comm, op, fusion_bytes, overlap, bucket_bytes,
@@ -153,10 +164,14 @@ class _DistributedOptimizer:
         self._mpiar_synchronized = False
         self._mpiar_overlap = bool(overlap)
         self._mpiar_passes = int(backward_passes_per_step)
+        self._mpiar_comm = comm
+        self._mpiar_rank = (comm if comm is not None else mpiar._MPI.COMM_WORLD).Get_rank()
+        self._mpiar_rounds = 0
+        self._mpiar_backward_open = False  # a backward pass fired a hook and has not ended
         if self._mpiar_overlap:
             self._mpiar_make_buckets(_BUCKET_BYTES if bucket_bytes is None else int(bucket_bytes))
             self._mpiar_reset()
-            self._mpiar_register_hooks()
+        self._mpiar_register_hooks()
 
     # ---- overlap -------------------------------------------------------------------------
 
@@ -197,7 +212,18 @@ class _DistributedOptimizer:
                 acc.register_hook(_make_hook(me, i))
                 self._mpiar_grad_accs.append(acc)
 
+    def _mpiar_backward_ended(self):
+        self._mpiar_backward_open = False
+
     def _mpiar_on_grad(self, i):
+        if not self._mpiar_backward_open:
+            # The engine runs this callback when the pass ends, and not when it raises; a pass
+            # that raised leaves the flag set until the next round.
+            self._mpiar_backward_open = True
+            torch.autograd.Variable._execution_engine.queue_callback(
+                _make_callback(weakref.ref(self)))
+        if not self._mpiar_overlap:
+            return
         left = self._mpiar_countdown[i]
         if left == 0:
             name = self._mpiar_names[i]
@@ -248,6 +274,38 @@ class _DistributedOptimizer:
             self._mpiar_kv.wait_all()
             self._mpiar_reset()
 
+    # ---- rounds --------------------------------------------------------------------------
+
+    def _mpiar_round(self, applies):
+        """Agree with the other ranks on this round (see the class comment). A round that
+        feeds a step raises MismatchError, on every rank that steps, when it must not be
+        applied; a discarded one raises nothing (nothing is applied here, and this rank's
+        backward pass has already raised)."""
+        failed = self._mpiar_backward_open
+        self._mpiar_backward_open = False
+        self._mpiar_rounds += 1
+        mine = [self._mpiar_rounds, int(applies), self._mpiar_rank + 1 if failed else 0]
+        n = len(mine)
+        v = np.array(mine + [-x for x in mine], dtype=np.int64)
+        mpiar.allreduce(v, op="max", out=v, comm=self._mpiar_comm, check=False)
+        high, low = v[:n], -v[n:]
+        if not applies:
+            return
+        where = "DistributedOptimizer: the gradients were not applied on any rank"
+        if high[0] != low[0]:
+            raise mpiar.MismatchError(
+                f"{where}: the ranks are at different averaging rounds ({low[0]} and {high[0]} "
+                "among them)")
+        if high[1] != low[1]:
+            raise mpiar.MismatchError(
+                f"{where}: some ranks step while others discard this step's gradients "
+                "(zero_grad() after a backward pass that raised, without step()); the ranks "
+                "must agree on skipping a step")
+        if high[1] and high[2]:
+            raise mpiar.MismatchError(
+                f"{where}: the backward pass raised on rank {high[2] - 1} (and perhaps "
+                "others), so its gradients are incomplete; skip the step on every rank")
+
     # ---- the optimizer's interface ----------------------------------------------------------
 
     def synchronize(self):
@@ -256,10 +314,15 @@ class _DistributedOptimizer:
         ``step()`` calls it unless it was called since the last step, so gradients can be
         clipped between the two. A parameter without a gradient counts as a zero gradient. With
         overlap, it starts the buckets the backward pass has not started and waits for all.
+        Raises MismatchError on every rank when the ranks' gradients of this step differ in
+        kind (a rank's backward pass raised, or ranks are at different steps).
         """
         if self._mpiar_overlap:
             self._mpiar_finish()
+            self._mpiar_round(applies=True)
         else:
+            # The round comes first here, so that a failed one moves no data.
+            self._mpiar_round(applies=True)
             grads = [self._mpiar_grad(i) for i in range(len(self._mpiar_params))]
             if grads:
                 self._mpiar_kv.pushpull(self._mpiar_names, grads)
@@ -267,9 +330,18 @@ class _DistributedOptimizer:
 
     def zero_grad(self, *args, **kwargs):
         # Reductions started by hooks write into the gradients: finish them first (they are
-        # collective, so they are completed rather than abandoned).
-        if self._mpiar_overlap and self._mpiar_hooked:
-            self._mpiar_finish()
+        # collective, so they are completed rather than abandoned). After a backward pass that
+        # raised, the discarded gradients still count as a round, so that the ranks that step
+        # learn of it at the same point (and raise) while the ranks stay in step.
+        hooked = self._mpiar_overlap and self._mpiar_hooked
+        if hooked or self._mpiar_backward_open:
+            try:
+                if hooked:
+                    self._mpiar_finish()
+                self._mpiar_round(applies=False)
+            finally:
+                super().zero_grad(*args, **kwargs)
+            return None
         return super().zero_grad(*args, **kwargs)
 
     def step(self, closure=None):
@@ -282,6 +354,14 @@ class _DistributedOptimizer:
         self._mpiar_synchronized = False
         super().step()
         return loss
+
+
+def _make_callback(optimizer_ref):
+    def callback():
+        opt = optimizer_ref()
+        if opt is not None:
+            opt._mpiar_backward_ended()
+    return callback
 
 
 def _make_hook(optimizer_ref, i):

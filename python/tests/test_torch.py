@@ -418,7 +418,11 @@ def test_overlap_accumulation_and_misuse(rank, size):
         torch.nn.functional.mse_loss(mo(x, rank), y).backward()
     with pytest.raises(RuntimeError, match="computed again before step"):
         torch.nn.functional.mse_loss(mo(x, rank), y).backward()
-    oo.synchronize()
+    # That pass added into some gradients before it raised: the averaging completes, and then
+    # refuses, on every rank, to let them be applied.
+    with pytest.raises(mpiar.MismatchError, match="backward pass raised on rank"):
+        oo.synchronize()
+    assert not oo._mpiar_pending
     # zero_grad() after a backward pass finishes the reductions it started, then clears.
     oo.step()
     for _ in range(2):
@@ -429,3 +433,62 @@ def test_overlap_accumulation_and_misuse(rank, size):
     # A dropped optimizer takes its hooks along.
     del oo
     torch.nn.functional.mse_loss(mo(x, rank), y).backward()
+
+
+def _fail_once(step):
+    """A user's gradient hook that raises in the given step (counted from 1), else passes."""
+    calls = []
+
+    def hook(grad):
+        calls.append(1)
+        if len(calls) == step:
+            raise RuntimeError("the user's gradient hook failed")
+        return grad
+    return hook
+
+
+def _train_skipping_failures(m, o, rank, steps, after_failure):
+    """Steps of a loop that catches a failed backward pass and then either skips the step
+    ("skip") or steps anyway ("step"). @return the errors the optimizer raised, by step."""
+    g = torch.Generator().manual_seed(7)
+    errors = {}
+    for s in range(1, steps + 1):
+        x, y = torch.randn(5, 6, generator=g), torch.randn(5, 2, generator=g)
+        try:
+            o.zero_grad()
+            try:
+                torch.nn.functional.mse_loss(m(x, rank), y).backward()
+            except RuntimeError as e:
+                assert "the user's gradient hook failed" in str(e)
+                if after_failure == "skip":
+                    continue
+            o.step()
+        except mpiar.MismatchError as e:
+            errors[s] = str(e)
+    return errors
+
+
+@pytest.mark.parametrize("after_failure", ["skip", "step"])
+@pytest.mark.parametrize("overlap", [True, False], ids=["overlap", "blocking"])
+def test_failed_backward_on_one_rank_fails_every_rank(rank, size, overlap, after_failure):
+    """Rank 0's own gradient hook raises in step 1 (after the optimizer's hooks of the later
+    layers have fired). Whether rank 0 then skips that step or steps with what it has, the
+    ranks would apply different gradients: the step fails on every rank (rank 0's backward
+    pass, and the step of every rank that steps), no rank applies it, and the next steps run
+    normally with identical parameters everywhere."""
+    m = Net()
+    o = mpiar.torch.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                         m.named_parameters(), overlap=overlap, bucket_bytes=512)
+    if rank == 0:
+        m.l1.weight.register_hook(_fail_once(1))
+    errors = _train_skipping_failures(m, o, rank, 3, after_failure)
+    steps_in_1 = after_failure == "step" or rank != 0
+    if steps_in_1 and (size > 1 or after_failure == "step"):
+        assert list(errors) == [1], errors
+        assert "rank 0" in errors[1] or "discard" in errors[1], errors
+    else:
+        assert not errors, errors
+    assert identical_on_every_rank(m)
+    # The ranks stay in step: one more step, without error.
+    assert not _train_skipping_failures(m, o, rank, 1, after_failure)
+    assert identical_on_every_rank(m)
