@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/models.h"
+#include "tuning/input.h"
 
 const char tool_model_names[] = "vgg16, resnet50";
 
@@ -234,9 +236,22 @@ static int parse_layer(tool_model_t *m, char **f, int nf, char *why, size_t len)
 
 int tool_model_load(const char *path, tool_model_t *m, char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
-  FILE *fp = fopen(path, "r");
+  /* Only a regular file: a FIFO would block open() and a device would never end. */
+  int fd;
+  uint64_t size;
+  const char *kind;
+  int opened = mpiar__input_open(path, &fd, &size, &kind);
+  if (opened == MPIAR__INPUT_NOT_REGULAR) {
+    snprintf(err, errlen, "%s: is %s, not a regular file", path, kind);
+    return -1;
+  }
+  FILE *fp = opened == MPIAR__INPUT_OK ? fdopen(fd, "r") : NULL;
   if (fp == NULL) {
-    snprintf(err, errlen, "%s: cannot open it: %s", path, strerror(errno));
+    int e = errno;
+    if (opened == MPIAR__INPUT_OK) {
+      close(fd);
+    }
+    snprintf(err, errlen, "%s: cannot open it: %s", path, strerror(e));
     return -1;
   }
   char line[4096], why[256] = "";

@@ -15,6 +15,7 @@
 #include "base/common.h"
 #include "kvstore/crc32c.h"
 #include "kvstore/kv_internal.h"
+#include "tuning/input.h"
 
 static void put_u32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) {
@@ -316,15 +317,24 @@ int mpiar__ckpt_read(const char *path, mpiar__kv_entry_t ***out, size_t *nout) {
   char name[MPIAR_KV_KEY_MAX + 1];
   char kbuf[96];
 
-  r.f = fopen(path, "rb");
-  if (r.f == NULL) {
+  /* A FIFO or a device would block open() or never end: only a regular file is read. */
+  int fd;
+  uint64_t fsize;
+  const char *kind;
+  int opened = mpiar__input_open(path, &fd, &fsize, &kind);
+  if (opened == MPIAR__INPUT_NOT_REGULAR) {
+    MPIAR__FAIL(MPIAR_ERR_IO, "cannot load checkpoint '%s': it is %s, not a regular file", path,
+                kind);
+  }
+  if (opened != MPIAR__INPUT_OK) {
     MPIAR__FAIL(MPIAR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(errno));
   }
-  struct stat st;
-  if (fstat(fileno(r.f), &st) != 0) {
-    MPIAR__FAIL(MPIAR_ERR_IO, "cannot stat checkpoint '%s': %s", path, strerror(errno));
+  r.f = fdopen(fd, "rb");
+  if (r.f == NULL) {
+    int e = errno;
+    close(fd);
+    MPIAR__FAIL(MPIAR_ERR_IO, "cannot open checkpoint '%s': %s", path, strerror(e));
   }
-  uint64_t fsize = (uint64_t)st.st_size;
   if (fsize < MPIAR__CKPT_HEADER_BYTES + MPIAR__CKPT_TRAILER_BYTES) {
     MPIAR__FAIL(MPIAR_ERR_CORRUPT,
                 "checkpoint '%s' is truncated: %llu bytes, shorter than a header", path,

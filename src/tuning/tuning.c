@@ -14,7 +14,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "tuning/input.h"
 #include "tuning/tuning.h"
 
 #if MPIAR_HAVE_JANSSON
@@ -46,14 +48,19 @@ static uint64_t fnv1a(const char *p, size_t n) {
   return h;
 }
 
-/* Every message starts like this, so that the user knows which setting and file it is about. */
-#define PREFIX "MPIAR_TUNING_FILE=%s: "
+/*
+ * Every message starts like this, so that the user knows which setting and file it is about: the
+ * setting is MPIAR_TUNING_FILE for the library, a tool's option (--tuning-file) for a tool.
+ */
+#define PREFIX "%s=%s: "
+#define DEFAULT_SETTING "MPIAR_TUNING_FILE"
 
 #if MPIAR_HAVE_JANSSON
 
 /* ---- Reading ------------------------------------------------------------------------------ */
 
 typedef struct reader {
+  const char *setting;
   const char *source;
   mpiar__tuning_t *out;
 } reader_t;
@@ -67,7 +74,7 @@ static int bad(const reader_t *r, const char *field, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  return mpiar__error(MPIAR_ERR_ENV, PREFIX "field %s: %s", r->source, field, what);
+  return mpiar__error(MPIAR_ERR_ENV, PREFIX "field %s: %s", r->setting, r->source, field, what);
 }
 
 static const char *type_name(const json_t *v) {
@@ -446,8 +453,8 @@ static int read_document(const reader_t *r, const json_t *root) {
                                       "fingerprint",  "topology", "model",   "tables",
                                       "measurements", "comment",  NULL};
   if (!json_is_object(root)) {
-    return mpiar__error(MPIAR_ERR_ENV, PREFIX "the document is %s, expected an object", r->source,
-                        type_name(root));
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "the document is %s, expected an object", r->setting,
+                        r->source, type_name(root));
   }
   int rc = read_header(r, root);
   if (rc == MPIAR_SUCCESS) {
@@ -480,21 +487,22 @@ static int read_document(const reader_t *r, const json_t *root) {
   return rc;
 }
 
-int mpiar__tuning_parse(const char *text, size_t len, const char *source, mpiar__tuning_t *out) {
+static int parse_as(const char *text, size_t len, const char *source, const char *setting,
+                    mpiar__tuning_t *out) {
   mpiar__tuning_init(out);
   snprintf(out->source, sizeof out->source, "%s", source);
   if (len > MPIAR__TUNING_MAX_BYTES) {
-    return mpiar__error(MPIAR_ERR_ENV, PREFIX "%zu bytes, larger than the %zu bytes read", source,
-                        len, MPIAR__TUNING_MAX_BYTES);
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "%zu bytes, larger than the %zu bytes read", setting,
+                        source, len, MPIAR__TUNING_MAX_BYTES);
   }
   json_error_t err;
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
   if (root == NULL) {
     /* jansson counts lines from 1 and columns from 1 (0 or -1 when it has none). */
-    return mpiar__error(MPIAR_ERR_ENV, PREFIX "line %d, column %d: %s (not valid JSON)", source,
-                        err.line, err.column > 0 ? err.column : 1, err.text);
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "line %d, column %d: %s (not valid JSON)", setting,
+                        source, err.line, err.column > 0 ? err.column : 1, err.text);
   }
-  reader_t r = {source, out};
+  reader_t r = {setting, source, out};
   int rc = read_document(&r, root);
   json_decref(root);
   out->hash = fnv1a(text, len);
@@ -503,61 +511,97 @@ int mpiar__tuning_parse(const char *text, size_t len, const char *source, mpiar_
 
 #else /* !MPIAR_HAVE_JANSSON */
 
-int mpiar__tuning_parse(const char *text, size_t len, const char *source, mpiar__tuning_t *out) {
+static int parse_as(const char *text, size_t len, const char *source, const char *setting,
+                    mpiar__tuning_t *out) {
   (void)text;
   (void)len;
   mpiar__tuning_init(out);
   return mpiar__error(MPIAR_ERR_ENV,
                       PREFIX "this mpiar was built without JSON support (libjansson), so it reads "
-                             "no tuning file; install libjansson-dev and build again, or unset "
-                             "MPIAR_TUNING_FILE",
-                      source);
+                             "no tuning file; install libjansson-dev and build again, or leave "
+                             "%s unset",
+                      setting, source, setting);
 }
 
 #endif
 
-int mpiar__tuning_load(const char *path, mpiar__tuning_t *out) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) {
-    mpiar__tuning_init(out);
-    return mpiar__error(MPIAR_ERR_ENV, PREFIX "cannot open it: %s", path, strerror(errno));
+int mpiar__tuning_parse(const char *text, size_t len, const char *source, mpiar__tuning_t *out) {
+  return parse_as(text, len, source, DEFAULT_SETTING, out);
+}
+
+/*
+ * The whole of the regular file open on @p fd, of @p size bytes by fstat(), into *buf (*len
+ * bytes). A file larger than the reader's limit is refused by its size, unread, so that the
+ * message gives the size the file has. One byte of room beyond @p size tells a file that grew
+ * since fstat() (being written as it is read) from one that ends there; it is refused.
+ */
+static int read_whole(int fd, uint64_t size, const char *path, const char *setting, char **buf,
+                      size_t *len) {
+  *buf = NULL;
+  *len = 0;
+  if (size > MPIAR__TUNING_MAX_BYTES) {
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "%llu bytes, larger than the %zu bytes read", setting,
+                        path, (unsigned long long)size, MPIAR__TUNING_MAX_BYTES);
   }
-  size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
-  int rc = MPIAR_SUCCESS;
-  while (buf != NULL) {
-    if (len == cap) {
-      if (cap > MPIAR__TUNING_MAX_BYTES) {
-        break; /* the parser reports the size */
-      }
-      char *bigger = realloc(buf, cap * 2);
-      if (bigger == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = bigger;
-      cap *= 2;
+  size_t cap = (size_t)size + 1;
+  char *b = malloc(cap);
+  if (b == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, PREFIX "no memory to read its %zu bytes", setting, path,
+                        (size_t)size);
+  }
+  size_t n = 0;
+  while (n < cap) {
+    ssize_t k = read(fd, b + n, cap - n);
+    if (k < 0 && errno == EINTR) {
+      continue;
     }
-    size_t n = fread(buf + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) {
+    if (k < 0) {
+      int e = errno;
+      free(b);
+      return mpiar__error(MPIAR_ERR_ENV, PREFIX "cannot read it: %s", setting, path, strerror(e));
+    }
+    if (k == 0) {
       break;
     }
+    n += (size_t)k;
   }
-  if (buf == NULL) {
-    rc = mpiar__error(MPIAR_ERR_NOMEM, PREFIX "no memory to read it", path);
-  } else if (ferror(f)) {
-    rc = mpiar__error(MPIAR_ERR_ENV, PREFIX "cannot read it: %s", path, strerror(errno));
+  if (n == cap) {
+    free(b);
+    return mpiar__error(MPIAR_ERR_ENV,
+                        PREFIX "grew while it was read (%zu bytes when opened): write it elsewhere "
+                               "and rename it into place",
+                        setting, path, (size_t)size);
   }
-  fclose(f);
+  *buf = b;
+  *len = n;
+  return MPIAR_SUCCESS;
+}
+
+int mpiar__tuning_load_as(const char *path, const char *setting, mpiar__tuning_t *out) {
+  mpiar__tuning_init(out);
+  int fd;
+  uint64_t size;
+  const char *kind;
+  int st = mpiar__input_open(path, &fd, &size, &kind);
+  if (st == MPIAR__INPUT_NOT_REGULAR) {
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "is %s, not a regular file", setting, path, kind);
+  }
+  if (st != MPIAR__INPUT_OK) {
+    return mpiar__error(MPIAR_ERR_ENV, PREFIX "cannot open it: %s", setting, path, strerror(errno));
+  }
+  char *buf;
+  size_t len;
+  int rc = read_whole(fd, size, path, setting, &buf, &len);
+  close(fd);
   if (rc == MPIAR_SUCCESS) {
-    rc = mpiar__tuning_parse(buf, len, path, out);
-  } else {
-    mpiar__tuning_init(out);
+    rc = parse_as(buf, len, path, setting, out);
   }
   free(buf);
   return rc;
+}
+
+int mpiar__tuning_load(const char *path, mpiar__tuning_t *out) {
+  return mpiar__tuning_load_as(path, DEFAULT_SETTING, out);
 }
 
 /* ---- Writing ------------------------------------------------------------------------------ */

@@ -91,8 +91,19 @@ typedef struct mpiar__tuning {
  */
 int mpiar__tuning_parse(const char *text, size_t len, const char *source, mpiar__tuning_t *out);
 
-/* Read the file @p path and parse it (errors as mpiar__tuning_parse(), also for I/O). */
+/*
+ * Read the file @p path and parse it (errors as mpiar__tuning_parse(), also for I/O). Only a
+ * regular file is read: a directory, FIFO, device or socket is refused without blocking
+ * (tuning/input.h), and a file larger than MPIAR__TUNING_MAX_BYTES is refused by its size, unread.
+ */
 int mpiar__tuning_load(const char *path, mpiar__tuning_t *out);
+
+/*
+ * mpiar__tuning_load() for a file that a tool's option names: every message starts with
+ * "SETTING=PATH: " (e.g. "--tuning-file=t.json: cannot open it: ...") instead of
+ * "MPIAR_TUNING_FILE=PATH: ".
+ */
+int mpiar__tuning_load_as(const char *path, const char *setting, mpiar__tuning_t *out);
 
 /*
  * Write @p t as a version-1 tuning file to @p f (no JSON library needed), with the optional

@@ -3,8 +3,10 @@
 
 ckpt_read: checkpoints in the format of src/kvstore/kv_internal.h (version 1), valid ones with
 integer and string keys, several dtypes, momentum and an empty store, and a few damaged ones
-(their names start with "bad-"), so that the fuzzer starts from the reader's deep paths. The
-test kv_ckpt_format reads every seed back: valid ones must load, damaged ones must be refused.
+(their names start with "bad-"), so that the fuzzer starts from the reader's deep paths. Two of
+the damaged ones have a changed value or momentum byte under a recomputed whole-file CRC, so
+that only the key's own CRC can refuse them. The test kv_ckpt_format reads every seed back:
+valid ones must load, damaged ones must be refused.
 parse_size: sizes and near-sizes as text.
 tuning: tuning files (docs/tuning.md): the hand-written ones of tests/tune/files (valid and
 damaged), and one shaped like mpiar-tune's output with every member.
@@ -45,6 +47,25 @@ def checkpoint(keys):
     return body + struct.pack("<I", crc32c(body))
 
 
+def reseal(body_and_trailer):
+    """The file with its trailer recomputed over the bytes before it, as a writer would."""
+    body = body_and_trailer[:-4]
+    return body + struct.pack("<I", crc32c(body))
+
+
+def data_offset(ckpt):
+    """Where the first key's data starts: after the header and every record with its name."""
+    nkeys = struct.unpack_from("<Q", ckpt, 16)[0]
+    off = 32
+    for _ in range(nkeys):
+        off += 40 + struct.unpack_from("<I", ckpt, off + 4)[0]
+    return off
+
+
+def flip(data, pos):
+    return data[:pos] + bytes([data[pos] ^ 0x10]) + data[pos + 1:]
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus")
     ck = os.path.join(root, "ckpt_read")
@@ -72,6 +93,11 @@ def main():
         "bad-version": good[:8] + struct.pack("<I", 2) + good[12:],
         "bad-count": good[:16] + struct.pack("<Q", 1 << 40) + good[24:],
     }
+    # One key with a 16-byte value and a 16-byte momentum: a byte of each changed in turn.
+    mom = checkpoint(seeds["valid-str-momentum"])
+    at = data_offset(mom)
+    bad["bad-value-crc"] = reseal(flip(mom, at + 1))
+    bad["bad-momentum-crc"] = reseal(flip(mom, at + 16 + 1))
     for name, content in bad.items():
         with open(os.path.join(ck, name), "wb") as f:
             f.write(content)

@@ -6,6 +6,6 @@
 # CTest test per target, label fuzz) and the clang build in clang/ (which builds them) read this
 # file, each with its own mpiar_fuzz_target().
 mpiar_fuzz_target(parse_size fuzz_parse_size.c)
-mpiar_fuzz_target(ckpt_read fuzz_ckpt_read.c src/kvstore/ckpt.c src/kvstore/table.c src/kvstore/crc32c.c)
+mpiar_fuzz_target(ckpt_read fuzz_ckpt_read.c src/kvstore/ckpt.c src/kvstore/table.c src/kvstore/crc32c.c src/tuning/input.c)
 mpiar_fuzz_target(settings fuzz_settings.c)
-mpiar_fuzz_target(tuning fuzz_tuning.c src/tuning/tuning.c src/algorithms/registry.c src/algorithms/ring.c src/algorithms/rabenseifner.c src/algorithms/recursive_doubling.c src/algorithms/bcast.c src/algorithms/util.c src/algorithms/repro_direct.c src/algorithms/repro_rabenseifner.c src/algorithms/repro_halving.c src/algorithms/reproducible.c src/algorithms/cost.c src/algorithms/hier.c src/algorithms/hier_ring.c src/algorithms/hier_rabenseifner.c src/algorithms/hier_recursive_doubling.c src/schedule/schedule.c src/schedule/topology.c)
+mpiar_fuzz_target(tuning fuzz_tuning.c src/tuning/tuning.c src/tuning/input.c src/algorithms/registry.c src/algorithms/ring.c src/algorithms/rabenseifner.c src/algorithms/recursive_doubling.c src/algorithms/bcast.c src/algorithms/util.c src/algorithms/repro_direct.c src/algorithms/repro_rabenseifner.c src/algorithms/repro_halving.c src/algorithms/reproducible.c src/algorithms/cost.c src/algorithms/hier.c src/algorithms/hier_ring.c src/algorithms/hier_rabenseifner.c src/algorithms/hier_recursive_doubling.c src/schedule/schedule.c src/schedule/topology.c)

@@ -4,18 +4,22 @@
  * 1/8 steps detected as MPIAR_ERR_CORRUPT; a missing file, bad magic, other version and extra
  * bytes; an atomic save that leaves no temporary file and replaces the old file whole; a save
  * whose process is killed half-way leaves the previous checkpoint intact and its temporary file
- * is gone after the next save; a save running in another process makes a second one fail. With
- * a directory argument, the fuzz target's seed checkpoints are read too.
+ * is gone after the next save; a save running in another process makes a second one fail. A
+ * changed value or momentum byte under a recomputed whole-file CRC is caught by the key's own
+ * CRC; a FIFO, a directory or a device is refused without blocking. With a directory argument,
+ * the fuzz target's seed checkpoints are read too.
  */
 #include <dirent.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kv_test.h"
+#include "kvstore/crc32c.h"
 #include "kvstore/kv_internal.h"
 
 static char dir[256];
@@ -86,6 +90,84 @@ static int read_rc(const char *path) {
     mpiar__ckpt_free(got, n);
   }
   return rc;
+}
+
+/* The file offset of the first key's data: after the header and every record with its name. */
+static size_t data_offset(const unsigned char *b, size_t len) {
+  uint64_t nkeys = 0;
+  for (int i = 7; i >= 0; i--) {
+    nkeys = (nkeys << 8) | b[16 + i];
+  }
+  size_t off = MPIAR__CKPT_HEADER_BYTES;
+  for (uint64_t k = 0; k < nkeys; k++) {
+    KV_EXPECT(off + MPIAR__CKPT_RECORD_BYTES <= len, "record %llu", (unsigned long long)k);
+    uint32_t name_len = (uint32_t)b[off + 4] | (uint32_t)b[off + 5] << 8 |
+                        (uint32_t)b[off + 6] << 16 | (uint32_t)b[off + 7] << 24;
+    off += MPIAR__CKPT_RECORD_BYTES + name_len;
+  }
+  return off;
+}
+
+/* Write the CRC32C of every byte before the trailer into it, as a writer would. */
+static void reseal(unsigned char *b, size_t len) {
+  uint32_t crc = mpiar__crc32c(0, b, len - MPIAR__CKPT_TRAILER_BYTES);
+  for (int i = 0; i < 4; i++) {
+    b[len - MPIAR__CKPT_TRAILER_BYTES + (size_t)i] = (unsigned char)(crc >> (8 * i));
+  }
+}
+
+/*
+ * A data byte changed and the whole-file CRC made right again, so that only the key's own CRC
+ * (value or momentum) can tell: the first key holds @p bytes of value, then as many of momentum.
+ */
+static void check_key_crcs(const unsigned char *orig, size_t len, size_t bytes, const char *bad) {
+  unsigned char *copy = malloc(len);
+  KV_EXPECT(copy != NULL, "allocation");
+  size_t at = data_offset(orig, len);
+  static const struct {
+    size_t skip;
+    const char *want;
+  } cases[] = {{0, "CRC32C of key 3 does not match its data"},
+               {1, "CRC32C of the momentum of key 3 does not match its data"}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    memcpy(copy, orig, len);
+    copy[at + cases[c].skip * bytes + 1] ^= 0x10;
+    reseal(copy, len);
+    spit(bad, copy, len);
+    KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_CORRUPT);
+    KV_EXPECT(strstr(mpiar_last_error(), cases[c].want) != NULL, "detail: %s (expected '%s')",
+              mpiar_last_error(), cases[c].want);
+  }
+  /* The same resealing without a change loads: the cases above differ only in the data byte. */
+  memcpy(copy, orig, len);
+  reseal(copy, len);
+  spit(bad, copy, len);
+  KV_EXPECT_EQ(read_rc(bad), MPIAR_SUCCESS);
+  free(copy);
+  printf("a changed value byte and a changed momentum byte under a recomputed file CRC: caught "
+         "by the key's CRC\n");
+}
+
+/* What is not a regular file is refused at once, naming the path and what it is. */
+static void check_not_regular(void) {
+  char fifo[320];
+  snprintf(fifo, sizeof fifo, "%s/fifo.ckpt", dir);
+  KV_EXPECT(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+  static const struct {
+    const char *path;
+    const char *kind;
+  } cases[] = {{NULL, "is a FIFO (named pipe), not a regular file"},
+               {"/tmp", "is a directory, not a regular file"},
+               {"/dev/zero", "is a character device, not a regular file"}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const char *p = cases[c].path != NULL ? cases[c].path : fifo;
+    KV_EXPECT_RC(read_rc(p), MPIAR_ERR_IO);
+    KV_EXPECT(strstr(mpiar_last_error(), p) != NULL &&
+                  strstr(mpiar_last_error(), cases[c].kind) != NULL,
+              "%s: detail: %s", p, mpiar_last_error());
+  }
+  unlink(fifo);
+  printf("a FIFO, a directory and /dev/zero refused as checkpoints\n");
 }
 
 /* Only the final file may remain in the directory: no temporary file survives a save. */
@@ -347,6 +429,9 @@ int main(int argc, char **argv) {
   spit(bad, copy, len);
   KV_EXPECT_RC(read_rc(bad), MPIAR_ERR_CORRUPT);
   KV_EXPECT(strstr(mpiar_last_error(), "version 2") != NULL, "detail: %s", mpiar_last_error());
+
+  check_key_crcs(orig, len, ents[0]->bytes, bad);
+  check_not_regular();
 
   /* A missing file is an I/O error naming the file. */
   unlink(bad);

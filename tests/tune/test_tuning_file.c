@@ -4,7 +4,10 @@
  * wrong types, out-of-range values, an unknown algorithm, overlapping or unsorted ranges, unknown
  * or duplicate members, a segment on an unsegmented algorithm) is MPIAR_ERR_ENV with a detail
  * that names MPIAR_TUNING_FILE, the file, and the line (syntax) or the field; lookups find the
- * range of a size, gaps fall through; a table applies only to its communicator and machine.
+ * range of a size (a range's last byte included, the next one not), gaps fall through; a table
+ * applies only to its communicator and machine. Only regular files are read: a FIFO, a device or
+ * a directory is refused without blocking, a file over the size limit by its real size; a tool's
+ * option can stand in for MPIAR_TUNING_FILE in the messages.
  *
  * In a build without libjansson every file is refused with a message saying so; the test checks
  * that and reports itself skipped (exit code 77) for the rest.
@@ -13,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tuning/tuning.h"
@@ -114,6 +120,21 @@ static void check_valid(void) {
   g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 4096);
   CHECK(g != NULL && strcmp(g->alg->name, "rabenseifner") == 0, "lookup 4096");
   CHECK(mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 1048576) == NULL, "the gap falls to the model");
+  /* A range's upper bound is inclusive: its last byte is in it, the next byte is not. */
+  g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 4095);
+  CHECK(g != NULL && strcmp(g->alg->name, "recursive_doubling") == 0 && g->min_bytes == 0 &&
+            g->max_bytes == 4095,
+        "lookup 4095, the last byte of 0..4095: %s", g ? g->alg->name : "(none)");
+  g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 1048575);
+  CHECK(g != NULL && strcmp(g->alg->name, "rabenseifner") == 0 && g->min_bytes == 4096 &&
+            g->max_bytes == 1048575,
+        "lookup 1048575, the last byte of 4096..1048575: %s", g ? g->alg->name : "(none)");
+  CHECK(mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 2097151) == NULL, "lookup 2097151, in the gap");
+  g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 2097152);
+  CHECK(g != NULL && strcmp(g->alg->name, "ring") == 0 && g->segment_bytes == 1048576,
+        "lookup 2097152, the first byte of the unbounded range");
+  g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, SIZE_MAX - 1);
+  CHECK(g != NULL && strcmp(g->alg->name, "ring") == 0, "lookup SIZE_MAX - 1");
   g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, (size_t)1 << 40);
   CHECK(g != NULL && g->segment_bytes == 1048576, "unbounded last range");
   CHECK(mpiar__tuning_lookup(&t, MPIAR_FLOAT64, 100) == NULL, "no float64 table");
@@ -152,6 +173,16 @@ static void check_valid(void) {
   CHECK(rc == MPIAR_SUCCESS, "no fingerprint: %s", mpiar_last_error());
   CHECK(mpiar__tuning_applies(&t, 4, 2, 2, &other, why, sizeof why) == 1, "any machine");
   free(nofp);
+
+  /* A range of one byte (min_bytes == max_bytes) holds that byte only. */
+  char *one = edit("\"min_bytes\": 4096, \"max_bytes\": 1048575",
+                   "\"min_bytes\": 4096, \"max_bytes\": 4096");
+  rc = mpiar__tuning_parse(one, strlen(one), "one.json", &t);
+  CHECK(rc == MPIAR_SUCCESS, "a one-byte range: %s", mpiar_last_error());
+  g = mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 4096);
+  CHECK(g != NULL && strcmp(g->alg->name, "rabenseifner") == 0, "lookup 4096 in 4096..4096");
+  CHECK(mpiar__tuning_lookup(&t, MPIAR_FLOAT32, 4097) == NULL, "lookup 4097 after 4096..4096");
+  free(one);
 
   /* The inter-node terms may be null or absent (one node). */
   refused_edit("both inter terms or none", "\"beta_inter\": 4e-10", "\"beta_inter\": null",
@@ -278,6 +309,10 @@ static void check_refused(void) {
   refused_edit("overlapping ranges", "\"min_bytes\": 4096,", "\"min_bytes\": 4000,",
                "field tables[0].ranges[1]: 4000..1048575 bytes overlaps or precedes ranges[0] "
                "(0..4095 bytes)");
+  refused_edit("a range starting on the previous one's last byte", "\"min_bytes\": 4096,",
+               "\"min_bytes\": 4095,",
+               "field tables[0].ranges[1]: 4095..1048575 bytes overlaps or precedes ranges[0] "
+               "(0..4095 bytes)");
   refused_edit("unsorted ranges", "\"min_bytes\": 2097152,", "\"min_bytes\": 1000,",
                "field tables[0].ranges[2]: 1000 bytes and more overlaps or precedes ranges[1]");
   refused_edit("range after an unbounded one", "\"max_bytes\": 1048575", "\"max_bytes\": null",
@@ -287,6 +322,104 @@ static void check_refused(void) {
                "field (top level): unknown member 'coment'");
   refused_edit("fingerprint field missing", "\"cpu\": \"CPU Y\", ", "",
                "field fingerprint.cpu: missing");
+}
+
+/* A file of @p text in a new temporary path (into @p path, of PATH_MAX). @return 0 or -1. */
+static int temp_file(char *path, size_t len, const char *text) {
+  snprintf(path, len, "/tmp/mpiar_tuning_XXXXXX");
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    return -1;
+  }
+  size_t n = strlen(text);
+  int ok = write(fd, text, n) == (ssize_t)n;
+  close(fd);
+  return ok ? 0 : -1;
+}
+
+/* The load fails with MPIAR_ERR_ENV and the detail is exactly "@p want". */
+static void load_refused(const char *what, const char *path, const char *want) {
+  mpiar__tuning_t t;
+  int rc = mpiar__tuning_load(path, &t);
+  CHECK(rc == MPIAR_ERR_ENV && strcmp(mpiar_last_error(), want) == 0, "%s: %s: '%s', expected '%s'",
+        what, mpiar_err_name(rc), mpiar_last_error(), want);
+}
+
+/*
+ * What is not a regular file is refused, without blocking (a FIFO would block open() until a
+ * writer came: the test's timeout turns that into a failure), and a file too large is refused
+ * with its own size, unread.
+ */
+static void check_not_regular(void) {
+  char dir[] = "/tmp/mpiar_tuning_dir_XXXXXX";
+  CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  char fifo[128], want[400];
+  snprintf(fifo, sizeof fifo, "%s/fifo.json", dir);
+  CHECK(mkfifo(fifo, 0600) == 0, "mkfifo %s", fifo);
+  snprintf(want, sizeof want, "MPIAR_TUNING_FILE=%s: is a FIFO (named pipe), not a regular file",
+           fifo);
+  load_refused("a FIFO", fifo, want);
+  load_refused("/dev/zero", "/dev/zero",
+               "MPIAR_TUNING_FILE=/dev/zero: is a character device, not a regular file");
+  snprintf(want, sizeof want, "MPIAR_TUNING_FILE=%s: is a directory, not a regular file", dir);
+  load_refused("a directory", dir, want);
+
+  /* 209,716,567 bytes, sparse: refused by its size as fstat gives it, not by what was read. */
+  char big[128];
+  snprintf(big, sizeof big, "%s/big.json", dir);
+  int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, 209716567) == 0, "a sparse file of 209716567 bytes");
+  if (fd >= 0) {
+    close(fd);
+  }
+  snprintf(want, sizeof want,
+           "MPIAR_TUNING_FILE=%s: 209716567 bytes, larger than the 16777216 bytes read", big);
+  load_refused("a sparse file of 209716567 bytes", big, want);
+  /* One byte over the limit is too many; the limit itself is read (and is not JSON). */
+  fd = open(big, O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0 && ftruncate(fd, 16777217) == 0, "a sparse file of 16777217 bytes");
+  if (fd >= 0) {
+    close(fd);
+  }
+  snprintf(want, sizeof want,
+           "MPIAR_TUNING_FILE=%s: 16777217 bytes, larger than the 16777216 bytes read", big);
+  load_refused("one byte over the limit", big, want);
+  fd = open(big, O_WRONLY | O_TRUNC);
+  CHECK(fd >= 0 && ftruncate(fd, 16777216) == 0, "a sparse file of 16777216 bytes");
+  if (fd >= 0) {
+    close(fd);
+  }
+  mpiar__tuning_t t;
+  int rc = mpiar__tuning_load(big, &t);
+  CHECK(rc == MPIAR_ERR_ENV && strstr(mpiar_last_error(), "line 1, column") != NULL,
+        "a file of the limit's size is read and parsed: %s", mpiar_last_error());
+  unlink(big);
+  unlink(fifo);
+  rmdir(dir);
+}
+
+/* A tool's option names the file in every message, in place of MPIAR_TUNING_FILE. */
+static void check_load_as(void) {
+  mpiar__tuning_t t;
+  int rc = mpiar__tuning_load_as("/nonexistent/t.json", "--tuning-file", &t);
+  CHECK(rc == MPIAR_ERR_ENV &&
+            strstr(mpiar_last_error(), "--tuning-file=/nonexistent/t.json: cannot open it: ") ==
+                mpiar_last_error(),
+        "missing, by an option: %s", mpiar_last_error());
+  char path[64], want[160];
+  char *s = edit("\"ranks\": 4", "\"ranks\": \"4\"");
+  CHECK(temp_file(path, sizeof path, s) == 0, "temporary file");
+  free(s);
+  rc = mpiar__tuning_load_as(path, "--tuning-file", &t);
+  snprintf(want, sizeof want,
+           "--tuning-file=%s: field topology.ranks: is a string, expected an integer", path);
+  CHECK(rc == MPIAR_ERR_ENV && strcmp(mpiar_last_error(), want) == 0,
+        "damaged, by an option: '%s', expected '%s'", mpiar_last_error(), want);
+  remove(path);
+  CHECK(temp_file(path, sizeof path, valid) == 0, "temporary file");
+  rc = mpiar__tuning_load_as(path, "--tuning-file", &t);
+  CHECK(rc == MPIAR_SUCCESS && t.ntables == 2, "valid, by an option: %s", mpiar_last_error());
+  remove(path);
 }
 
 static void check_files(void) {
@@ -320,6 +453,8 @@ int main(void) {
   check_round_trip();
   check_refused();
   check_files();
+  check_not_regular();
+  check_load_as();
   printf("tuning files: %s (%d failed checks)\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;
 }
