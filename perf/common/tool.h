@@ -137,6 +137,14 @@ double tool_available_memory(void);
 int tool_check_memory(double need, const char *what, char *err, size_t errlen);
 
 /*
+ * Check, before any measurement, that the output file @p path can be written the way the tools
+ * write it (PATH.tmp, then renamed over PATH): PATH is absent or a regular file, its directory
+ * exists, and PATH.tmp can be created there. @return 0, or -1 with a message in err that names
+ * the path and what is wrong ("'out' is a directory, not a regular file"). Leaves nothing behind.
+ */
+int tool_check_output(const char *path, char *err, size_t errlen);
+
+/*
  * Progress lines ("\r...") go to stderr only when it is a terminal: in a file or a pipe they
  * would land in the middle of the output. @return 1 if progress should be shown.
  */

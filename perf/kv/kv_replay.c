@@ -41,6 +41,7 @@
 #include "mpiar.h"
 #include "mpiar_kv.h"
 #include "train_step.h"
+#include "tuning/tuning.h"
 
 static int rank, nranks;
 
@@ -380,6 +381,18 @@ int main(int argc, char **argv) {
     return ex;
   }
   topts.node_flops = node_tflops * 1e12;
+  /* The forecast's file is an input like any option: read before MPI starts, so that a missing,
+   * damaged or non-regular file ends every rank with exit code 2 before any measurement. */
+  static mpiar__tuning_t tuning;
+  if (topts.tuning_file != NULL) {
+    if (!train_step) {
+      return tool_usage_error(&spec, "--tuning-file is used by --train-step only");
+    }
+    if (mpiar__tuning_load_as(topts.tuning_file, "--tuning-file", &tuning) != MPIAR_SUCCESS) {
+      return tool_usage_error(&spec, "%s", mpiar_last_error());
+    }
+    topts.tuning = &tuning;
+  }
   if (quick) {
     scale = scale_given ? scale : 1.0 / 32;
     iters = iters_given ? iters : 2;

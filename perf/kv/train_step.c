@@ -165,30 +165,26 @@ int kv_train_step(const kv_train_opts_t *o, const tool_model_t *m, float **grads
   train_result_t r;
   memset(&r, 0, sizeof r);
   char why[512] = "no --tuning-file: no forecast";
-  if (o->tuning_file != NULL) {
-    static mpiar__tuning_t t;
-    if (mpiar__tuning_load(o->tuning_file, &t) != MPIAR_SUCCESS) {
-      snprintf(why, sizeof why, "%s", mpiar_last_error());
-    } else {
-      train_config_t c;
-      memset(&c, 0, sizeof c);
-      c.model = m;
-      c.nodes = p / local;
-      c.ppn = local;
-      c.batch = o->batch;
-      c.node_flops = o->node_flops;
-      c.backward_factor = 2;
-      c.dtype = MPIAR_FLOAT32;
-      c.overlap = 1;
-      c.max_sim_steps = 4e7;
-      mpiar__tuning_params(&t, MPIAR_FLOAT32, &c.cost);
-      c.cost.alpha_inter = isnan(t.alpha_inter) ? t.alpha : t.alpha_inter;
-      c.cost.beta_inter = isnan(t.beta_inter) ? t.beta : t.beta_inter;
-      c.choose = library_choice;
-      c.choose_arg = &comm;
-      if (train_step(&c, &r, why, sizeof why) == 0) {
-        predicted = r.step_s;
-      }
+  if (o->tuning != NULL) {
+    const mpiar__tuning_t *t = o->tuning;
+    train_config_t c;
+    memset(&c, 0, sizeof c);
+    c.model = m;
+    c.nodes = p / local;
+    c.ppn = local;
+    c.batch = o->batch;
+    c.node_flops = o->node_flops;
+    c.backward_factor = 2;
+    c.dtype = MPIAR_FLOAT32;
+    c.overlap = 1;
+    c.max_sim_steps = 4e7;
+    mpiar__tuning_params(t, MPIAR_FLOAT32, &c.cost);
+    c.cost.alpha_inter = isnan(t->alpha_inter) ? t->alpha : t->alpha_inter;
+    c.cost.beta_inter = isnan(t->beta_inter) ? t->beta : t->beta_inter;
+    c.choose = library_choice;
+    c.choose_arg = &comm;
+    if (train_step(&c, &r, why, sizeof why) == 0) {
+      predicted = r.step_s;
     }
   }
   if (rank == 0) {

@@ -5,12 +5,14 @@
 #include <mpi.h>
 
 #include "common/models.h"
+#include "tuning/tuning.h"
 
 typedef struct kv_train_opts {
-  double batch;            /* samples per rank */
-  double node_flops;       /* FLOP/s of a node, shared by its ranks */
+  double batch;      /* samples per rank */
+  double node_flops; /* FLOP/s of a node, shared by its ranks */
   int warmup, iters;
-  const char *tuning_file; /* the fitted parameters of the forecast; NULL: no forecast */
+  const char *tuning_file;       /* the file named by --tuning-file, for the report */
+  const mpiar__tuning_t *tuning; /* its fitted parameters, for the forecast; NULL: none */
 } kv_train_opts_t;
 
 /*

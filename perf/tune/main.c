@@ -62,7 +62,9 @@ static const char about[] =
 
 static const char epilogue[] =
     "Output: the report on stdout (rank 0), progress on stderr (-q: none). The file is\n"
-    "written at the end (through a temporary file, then renamed). MPIAR_ALGORITHM,\n"
+    "written at the end (through a temporary file, then renamed); an -o that cannot be\n"
+    "written (a directory, a missing or read-only directory) is refused before any\n"
+    "measurement, with exit code 2. MPIAR_ALGORITHM,\n"
     "MPIAR_SEGMENT_BYTES and MPIAR_TUNING_FILE are ignored while tuning. The full sweep\n"
     "takes about a minute on two ranks; --quick takes seconds (a few sizes, few\n"
     "repetitions) and is meant for tests, not for tables to keep.";
@@ -527,6 +529,16 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
   static mpiar__tuning_t t;
   FILE *out = env->rank == 0 ? stdout : NULL;
   char load_start[128], load_end[128];
+  char err[512];
+  /* An output that cannot be written is a bad -o: it fails now, not after minutes of measuring.
+   * Rank 0 writes the file, so rank 0 checks, and every rank ends with its answer. */
+  int writable = env->rank != 0 || tool_check_output(o->output, err, sizeof err) == 0;
+  if (!agree(writable, env->comm)) {
+    if (env->rank == 0) {
+      fprintf(stderr, "mpiar-tune: -o: %s\nTry 'mpiar-tune --help'.\n", err);
+    }
+    return TOOL_EXIT_USAGE;
+  }
   load_average(load_start, sizeof load_start);
   if (learn_nodes(env) != 0 || !agree(1, env->comm)) {
     return TOOL_EXIT_FAIL;
@@ -534,7 +546,6 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
   /* The largest buffers: the sweep's two, or the calibration's three, per rank on a node. */
   double need = 2.0 * (double)o->max_bytes;
   need = need > 3.0 * (64 << 20) ? need : 3.0 * (64 << 20);
-  char err[512];
   int fits = tool_check_memory(need * env->largest, "-e (the buffers of every rank on a node)", err,
                                sizeof err) == 0;
   if (!agree(fits, env->comm)) {
@@ -542,23 +553,6 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
       fprintf(stderr, "mpiar-tune: %s\nTry 'mpiar-tune --help'.\n", err);
     }
     return TOOL_EXIT_USAGE;
-  }
-  /* An output that cannot be written fails now, not after minutes of measuring. */
-  int writable = 1;
-  if (env->rank == 0) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->output);
-    FILE *f = fopen(tmp, "w");
-    writable = f != NULL;
-    if (f != NULL) {
-      fclose(f);
-      remove(tmp);
-    } else {
-      fprintf(stderr, "mpiar-tune: cannot write '%s'\n", tmp);
-    }
-  }
-  if (!agree(writable, env->comm)) {
-    return TOOL_EXIT_FAIL;
   }
   if (out != NULL) {
     mpiar__fingerprint_t fp;

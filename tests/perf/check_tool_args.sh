@@ -11,6 +11,15 @@
 # directly, or a number of ranks to run it under mpiexec. ENV: "-" or VAR=VALUE for the run.
 # TEXT: a fixed string expected on stderr (exit code 2, once) or on stdout (exit code 0).
 # ARGUMENTS: split at blanks. Lines starting with '#' and blank lines are skipped.
+#
+# In TEXT and ARGUMENTS, @TMP@ stands for a scratch directory made for the run, which holds the
+# inputs that no fixed path provides:
+#   @TMP@/fifo           a FIFO (opening it for reading blocks until a writer comes)
+#   @TMP@/dir/           an empty directory
+#   @TMP@/sparse.json    a sparse file of 209,716,567 bytes (zeros)
+#   @TMP@/truncated.json the start of a tuning file, cut inside its topology
+# Every case runs under `timeout` (CHECK_TOOL_ARGS_TIMEOUT seconds, default 30): a tool that
+# blocks, on a FIFO for instance, is a failed case, not a hung test.
 set -u
 set -f # arguments such as '*' stay as they are
 table=$1
@@ -19,9 +28,16 @@ mpiexec=$3
 npflag=$4
 shift 4
 preflags=("$@")
+limit=${CHECK_TOOL_ARGS_TIMEOUT:-30}
 out=$(mktemp)
 err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+scratch=$(mktemp -d)
+trap 'rm -rf "$out" "$err" "$scratch"' EXIT
+mkfifo "$scratch/fifo"
+mkdir "$scratch/dir"
+truncate -s 209716567 "$scratch/sparse.json"
+printf '{\n  "format": "mpiar-tuning",\n  "version": 1,\n  "topology": {"ranks": 2, "no' \
+  > "$scratch/truncated.json"
 failures=0
 cases=0
 
@@ -47,6 +63,8 @@ while IFS= read -r line || [ -n "$line" ]; do
   envv=$(trim "$envv")
   text=$(trim "$text")
   args=$(trim "$args")
+  text=${text//@TMP@/$scratch}
+  args=${args//@TMP@/$scratch}
   # shellcheck disable=SC2206
   argv=($args)
   envs=()
@@ -58,12 +76,14 @@ while IFS= read -r line || [ -n "$line" ]; do
     cmd=("$mpiexec" "${preflags[@]}" "$npflag" "$np" "$tool" "${argv[@]}")
   fi
   cases=$((cases + 1))
-  env "${envs[@]}" "${cmd[@]}" > "$out" 2> "$err" < /dev/null
+  env "${envs[@]}" timeout -k 5 "$limit" "${cmd[@]}" > "$out" 2> "$err" < /dev/null
   got=$?
   what="$(basename "$tool") ${argv[*]}"
   [ "$np" != "-" ] && what="$what (under mpiexec, $np ranks)"
   [ "$envv" != "-" ] && what="$what with $envv"
-  if [ "$got" -ne "$rc" ]; then
+  if [ "$got" -eq 124 ] || [ "$got" -eq 137 ]; then
+    fail "$what did not end within $limit s"
+  elif [ "$got" -ne "$rc" ]; then
     fail "$what exited with $got, expected $rc"
   elif [ "$rc" -eq 0 ]; then
     grep -q -F -- "$text" "$out" || fail "$what: stdout lacks '$text'"
