@@ -7,15 +7,18 @@
  * that are never freed (MPI_COMM_WORLD, for one) are released by a delete callback on
  * MPI_COMM_SELF, which MPI_Finalize runs first of all, while MPI still works.
  *
- * Release of a broken context drains it: messages of failed operations may still be in flight
- * (a send whose receiver gave up, a receive whose sender was late), and MPI_Finalize waits for
- * such sends forever. So every rank whose context is broken receives and discards whatever
- * arrives, completes its own leftover requests, then tells every other rank it will send nothing
- * more (FIN), and frees the private communicator once all other ranks have said the same.
- * Failed ranks notify every rank when they fail, so all ranks drain together; the drain gives up
- * after MPIAR__DRAIN_SECONDS (a rank that never releases the communicator) and then keeps the
- * private communicator allocated, so that MPI cannot reuse its context id for a new communicator
- * that would receive the stray messages.
+ * Release drains the context: messages of failed operations may still be in flight (a send
+ * whose receiver gave up, a receive whose sender was late, a failure notice that a rank whose
+ * own calls all succeeded has not seen yet), and MPI_Finalize waits for such sends forever. So
+ * every rank receives and discards whatever arrives, completes its own leftover requests, then
+ * tells every other rank it will send nothing more (FIN), and frees the private communicator
+ * once all other ranks have said the same: a FIN is a rank's last message, so by MPI's ordering
+ * everything it sent has arrived before it. Every rank drains, broken or not (a rank whose calls
+ * succeeded cannot know that another rank failed after them, and waiting out the others' FINs is
+ * what tells it), so the drain ends as soon as the last rank releases; it gives up after
+ * MPIAR__DRAIN_SECONDS (a rank that never releases the communicator) and then keeps the private
+ * communicator allocated, so that MPI cannot reuse its context id for a new communicator that
+ * would receive the stray messages.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -305,13 +308,15 @@ static void release_all(mpiar__context_t **ctxs, int n) {
       mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN,
                            "the communicator was released with operations in progress", 1);
     }
-    /* A failure notice may be waiting: it breaks the context here too, and then it drains. */
-    mpiar__scan(ctx);
-    if (ctx->broken || ctx->nheld > 0 || ctx->nzombies > 0) {
+    if (ctx->size > 1) {
       d[i].fin_from = calloc((size_t)ctx->size, 1);
       if (d[i].fin_from != NULL) {
         d[i].done = 0;
         pending++;
+        for (int r = 0; r < ctx->size && ctx->fin_early != NULL; r++) {
+          d[i].fin_from[r] = ctx->fin_early[r];
+          d[i].fins += ctx->fin_early[r];
+        }
       }
     }
   }
@@ -387,6 +392,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
   free(ctx->slot_req);
   mpiar__topology_destroy(&ctx->topo);
   free(ctx->node_of);
+  free(ctx->fin_early);
   free(ctx->held);
   free(ctx->zombies);
   free(ctx);

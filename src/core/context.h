@@ -196,6 +196,7 @@ typedef struct mpiar__context {
   size_t mreserved; /* pieces of the requests in flight: the table's room */
   double suspect_time;       /* when a held message first contradicted its operation (0: none) */
   uint64_t suspect_progress; /* progress_count then */
+  unsigned char *fin_early; /* per rank: its FIN (release) arrived before this rank's release */
   MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
   MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
   struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */

@@ -895,7 +895,17 @@ void mpiar__scan(mpiar__context_t *ctx) {
     if (slot == ctx->nslots && step_tag == MPIAR__CTL_NOTICE) {
       notice_received(ctx, &m);
     } else if (slot == ctx->nslots && step_tag < MPIAR__CTL_CHECK * 2) {
-      mpiar__discard(ctx, &m.msg, m.bytes); /* a FIN of an earlier drain */
+      /* A FIN: that rank released the communicator (its drain counts it when this rank's
+       * release comes). */
+      if (step_tag == MPIAR__CTL_FIN && m.source >= 0 && m.source < ctx->size) {
+        if (ctx->fin_early == NULL) {
+          ctx->fin_early = calloc((size_t)ctx->size, 1);
+        }
+        if (ctx->fin_early != NULL) {
+          ctx->fin_early[m.source] = 1;
+        }
+      }
+      mpiar__discard(ctx, &m.msg, m.bytes);
     } else {
       /* A receive not posted yet (a later step, a later operation, an argument check). */
       m.data = NULL;
