@@ -220,11 +220,12 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
       .in_place = in_place,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
   };
-  size_t built = mpiar__plans_built;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, plan_out)) != MPIAR_SUCCESS) {
+  int built = 0;
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, plan_out, &built)) !=
+      MPIAR_SUCCESS) {
     return rc;
   }
-  if (mpiar__plans_built != built && set->debug) {
+  if (built && set->debug) {
     report_choice(ctx, c->coll == MPIAR__COLL_BCAST ? "bcast" : "allreduce", alg->name, alg, bytes,
                   key.segment_elems, es, have_choice ? &choice : NULL);
   }
@@ -351,7 +352,7 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
                            .in_place = 1,
                            .root = -1};
   mpiar__plan_t *plan = NULL;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan)) != MPIAR_SUCCESS) {
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan, NULL)) != MPIAR_SUCCESS) {
     return rc;
   }
   mpiar__request_t *r = NULL;

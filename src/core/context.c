@@ -712,6 +712,30 @@ static int node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out) {
   return rc;
 }
 
+/*
+ * MPIAR_DEBUG=1: how this rank will wait and reduce on the new context, as decided (every rank
+ * prints its own line: the policy depends on the node).
+ */
+static void report_context(const mpiar__context_t *ctx, const mpiar__settings_t *set) {
+  static const char *const policy[] = {"auto", "spin", "yield"};
+  int threads = mpiar__kernel_threads();
+  char why[160];
+  if (set->num_threads > 0) {
+    snprintf(why, sizeof why, "MPIAR_NUM_THREADS=%ld, at most the %d CPUs this rank may use",
+             set->num_threads, ctx->cores);
+  } else {
+    snprintf(why, sizeof why, "%d CPUs shared by %d ranks of the node", ctx->cores,
+             ctx->local_ranks);
+  }
+  fprintf(stderr,
+          "mpiar: rank %d of %d: %d node%s, %d ranks on this node with %d CPUs: waiting ranks "
+          "%s (MPIAR_WAIT=%s); %d reduction threads (%s)\n",
+          ctx->rank, ctx->size, ctx->nnodes > 0 ? ctx->nnodes : 1, ctx->nnodes > 1 ? "s" : "",
+          ctx->local_ranks,
+          ctx->node_cpus, ctx->yield ? "yield" : "spin",
+          set->wait >= 0 && set->wait <= 2 ? policy[set->wait] : "?", threads, why);
+}
+
 /* Everything after the duplicate exists: tags, buffers, the settings agreement, nodes, the wait
  * policy. @p fault: mpiar__settings_fault() of this rank. */
 static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, int fault,
@@ -758,6 +782,9 @@ static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, in
   ctx->node_cpus = cpus > 0 ? cpus : ctx->cores;
   ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
                (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->node_cpus);
+  if (set->debug) {
+    report_context(ctx, set);
+  }
   return MPIAR_SUCCESS;
 }
 

@@ -427,9 +427,9 @@ static inline void mpiar__idle(const mpiar__context_t *ctx, unsigned idle) {
 
 /* ---- plan.c ---- */
 
-/* Find or build the plan for @p key. */
+/* Find or build the plan for @p key; *built (if not NULL) says whether this call built it. */
 int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
-                    mpiar__builder_fn build, mpiar__plan_t **plan);
+                    mpiar__builder_fn build, mpiar__plan_t **plan, int *built);
 void mpiar__plan_free(mpiar__plan_t *plan);
 void mpiar__plans_free_all(mpiar__context_t *ctx);
 

@@ -203,8 +203,11 @@ void mpiar__plans_free_all(mpiar__context_t *ctx) {
 }
 
 int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
-                    mpiar__builder_fn build, mpiar__plan_t **plan) {
+                    mpiar__builder_fn build, mpiar__plan_t **plan, int *built) {
   uint32_t h = key_hash(key);
+  if (built != NULL) {
+    *built = 0;
+  }
   mpiar__plan_t **bucket = &ctx->buckets[h & (MPIAR__PLAN_BUCKETS - 1)];
   for (mpiar__plan_t *p = *bucket; p != NULL; p = p->hnext) {
     if (p->hash == h && key_equal(&p->key, key)) {
@@ -236,5 +239,8 @@ int mpiar__plan_get(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const c
     p = prev;
   }
   *plan = fresh;
+  if (built != NULL) {
+    *built = 1;
+  }
   return MPIAR_SUCCESS;
 }

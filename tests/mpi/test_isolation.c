@@ -123,6 +123,28 @@ int main(int argc, char **argv) {
   MT_CHECK(mpiar__plans_built == built, "a cached call built %zu plans",
            mpiar__plans_built - built);
 
+  /* 3a. The plan lookup itself says whether it built (not a global counter, which other
+   * threads' calls move too). */
+  mpiar__context_t *wctx = mpiar__context_cached(MPI_COMM_WORLD);
+  MT_CHECK(wctx != NULL, "no context for MPI_COMM_WORLD after calls on it");
+  if (wctx != NULL && mpiar__context_enter_ctx(wctx) == MPIAR_SUCCESS) {
+    const mpiar__algorithm_t *a0 = &mpiar__algorithms[0];
+    mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
+                             .count = 12345,
+                             .elem_size = 8,
+                             .builder = a0,
+                             .segment_elems = (a0->flags & MPIAR__ALG_SEGMENTED) ? 12345 : 0,
+                             .in_place = 1,
+                             .root = -1};
+    mpiar__plan_t *plan = NULL;
+    int b1 = -1, b2 = -1;
+    MT_RC(MPIAR_SUCCESS, mpiar__plan_get(wctx, &key, a0->name, a0->build, &plan, &b1));
+    mpiar__plans_built += 1000; /* as if other threads had built plans meanwhile */
+    MT_RC(MPIAR_SUCCESS, mpiar__plan_get(wctx, &key, a0->name, a0->build, &plan, &b2));
+    MT_CHECK(b1 == 1 && b2 == 0, "plan_get said built %d, then %d (expected 1, then 0)", b1, b2);
+    mpiar__context_leave(wctx);
+  }
+
   /* 3b. Many sizes stay cached (a training step has hundreds of tensor sizes); with the limit
    * lowered, the least recently used plans are evicted and rebuilt, and results stay right. */
   MPI_Comm many;
