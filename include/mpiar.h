@@ -217,6 +217,26 @@ int mpiar_waitany(int n, mpiar_request_t reqs[], int *index);
 int mpiar_request_free(mpiar_request_t *req);
 
 /**
+ * An interrupt check: called by the waits of the calling thread (see mpiar_set_interrupt());
+ * returns nonzero to abandon the wait.
+ */
+typedef int (*mpiar_interrupt_fn)(void *arg);
+
+/**
+ * Set the calling thread's interrupt check (NULL clears it). While a call of this thread waits
+ * for other ranks (a blocking collective, the creation of a communicator's context, mpiar_wait
+ * and mpiar_waitall/waitany), it calls @p fn(@p arg) at most every 20 ms; when @p fn returns
+ * nonzero the wait is abandoned with MPIAR_ERR_INTERRUPTED, as a failure of this rank: the
+ * operation fails, the communicator's context breaks, and the other ranks' calls on it fail with
+ * MPIAR_ERR_COMM_BROKEN naming the interruption instead of waiting (free the communicator and
+ * use a new one). A generalized request (the kvstore's mpiar_kv_pushpull_async) stays active.
+ * Language bindings use it to let a program be interrupted (Ctrl-C) inside a call. @p fn runs
+ * on the waiting thread, with no mpiar lock held; it must not call mpiar.
+ * @return MPIAR_SUCCESS.
+ */
+int mpiar_set_interrupt(mpiar_interrupt_fn fn, void *arg);
+
+/**
  * The algorithm and segment size that "auto" would pick for @p bytes of float32 on a
  * communicator of @p nranks ranks on one node in this process (MPIAR_ALGORITHM,
  * MPIAR_SEGMENT_BYTES and MPIAR_TUNING_FILE included). mpiar_select_comm() answers for a real

@@ -96,7 +96,8 @@ typedef enum mpiar_op {
   X(ERR_IO, -19, "input/output error")                                                  \
   X(ERR_INTERNAL, -20, "internal error")                                                \
   X(ERR_CONCURRENT, -21, "another thread is starting an operation on this communicator")  \
-  X(ERR_THREAD_LEVEL, -22, "the MPI thread support level is too low for this feature")
+  X(ERR_THREAD_LEVEL, -22, "the MPI thread support level is too low for this feature")  \
+  X(ERR_INTERRUPTED, -23, "the wait was interrupted by the caller's interrupt check")
 
 /** Error codes (see MPIAR_ERRNO_MAP). */
 typedef enum mpiar_error {

@@ -114,7 +114,7 @@ function(mpiar_python_add_tests)
             python_pip_install)
   if(A_SKIP)
     foreach(n ${names} python_import_mpi_mismatch python_import_c_library_path
-              python_wrong_launcher)
+              python_wrong_launcher python_interrupt_np2)
       add_test(NAME ${n} COMMAND "${_mpiar_py_driver}" --skip "${A_SKIP}")
       set_tests_properties(${n} PROPERTIES LABELS python TIMEOUT 10 SKIP_RETURN_CODE 77)
     endforeach()
@@ -152,6 +152,10 @@ function(mpiar_python_add_tests)
                          --compare "${ref}" --- "${train}" --expect-ranks 2 --resume "${ckpt}"
                          --compare "${ref}")
   set_tests_properties(python_train_resume_np2 PROPERTIES FIXTURES_REQUIRED python_train_reference)
+
+  # Ctrl-C (SIGINT) during a wait for a late rank: KeyboardInterrupt, the other rank told.
+  mpiar_python_test(NAME python_interrupt_np2 NP 2 NEED numpy,mpi4py TIMEOUT 120
+                    ARGS "${tests}/check_interrupt.py")
 
   # pip install --no-build-isolation of python/ against an installed libmpiar, then a 2-rank run.
   mpiar_python_test(NAME python_pip_install NP 2 NEED numpy,mpi4py,pip,setuptools TIMEOUT 300

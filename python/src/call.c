@@ -11,6 +11,7 @@
  */
 #include "pyar.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Field by field: the arrays' shape buffers are large and need no zeroing. */
@@ -306,6 +307,30 @@ int pyar_call_written(pyar_call_t *c) {
   return pyar_array_written(c->out.obj != NULL ? &c->out : &c->in);
 }
 
+/* Arrays of failed calls that MPI may still read, kept for the rest of the process. */
+typedef struct kept {
+  pyar_array_t in, out;
+  struct kept *next;
+} kept_t;
+static kept_t *kept_head;
+
+void pyar_call_keep_after_failure(pyar_call_t *c, int rc) {
+  if (rc != MPIAR_ERR_INTERRUPTED && rc != MPIAR_ERR_TIMEOUT && rc != MPIAR_ERR_COMM_BROKEN &&
+      rc != MPIAR_ERR_MISMATCH && rc != MPIAR_ERR_MPI) {
+    return; /* refused before any message left */
+  }
+  kept_t *k = malloc(sizeof *k);
+  if (k == NULL) {
+    return;
+  }
+  k->in = c->in;
+  k->out = c->out;
+  pyar_array_init(&c->in);
+  pyar_array_init(&c->out);
+  k->next = kept_head;
+  kept_head = k;
+}
+
 int pyar_call_run(pyar_call_t *c) {
   if (pyar_call_written(c) < 0) {
     return -1;
@@ -320,5 +345,10 @@ int pyar_call_run(pyar_call_t *c) {
     rc = mpiar_bcast_ex(c->recv, c->count, c->dtype, c->root, c->comm, &c->opts);
     Py_END_ALLOW_THREADS;
   }
-  return rc == MPIAR_SUCCESS ? 0 : pyar_raise(rc, c->fname);
+  if (rc == MPIAR_SUCCESS) {
+    return 0;
+  }
+  pyar_raise(rc, c->fname);
+  pyar_call_keep_after_failure(c, rc);
+  return -1;
 }

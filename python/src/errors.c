@@ -157,6 +157,46 @@ static int raise_with(int rc, const char *message, const char *detail) {
   return -1;
 }
 
+/* ---- interrupts (Ctrl-C) ---------------------------------------------------------------- */
+
+/*
+ * The library calls this while a call of the thread that imported mpiar waits for other ranks
+ * (at most every 20 ms, the GIL released): it takes the GIL and runs Python's signal handlers.
+ * When one raises (KeyboardInterrupt for SIGINT), the exception is kept here and the library
+ * abandons the wait; the call then fails with MPIAR_ERR_INTERRUPTED and raises the kept
+ * exception instead of an mpiar error (pyar_raise_detail).
+ */
+static _Thread_local PyObject *interrupt_type, *interrupt_value, *interrupt_tb;
+
+static int interrupt_check(void *arg) {
+  (void)arg;
+  PyGILState_STATE g = PyGILState_Ensure();
+  int stop = 0;
+  if (PyErr_CheckSignals() < 0) {
+    Py_CLEAR(interrupt_type);
+    Py_CLEAR(interrupt_value);
+    Py_CLEAR(interrupt_tb);
+    PyErr_Fetch(&interrupt_type, &interrupt_value, &interrupt_tb);
+    stop = 1;
+  }
+  PyGILState_Release(g);
+  return stop;
+}
+
+void pyar_interrupts_init(void) {
+  mpiar_set_interrupt(interrupt_check, NULL);
+}
+
+/* Raise the exception a signal handler raised during the last wait, if there is one. */
+static int raise_interrupt(void) {
+  if (interrupt_type == NULL) {
+    return 0;
+  }
+  PyErr_Restore(interrupt_type, interrupt_value, interrupt_tb);
+  interrupt_type = interrupt_value = interrupt_tb = NULL;
+  return 1;
+}
+
 int pyar_raise(int rc, const char *fname) {
   /* Read the detail first: it is thread-local and the next mpiar call clears it. */
   char detail[1024];
@@ -165,6 +205,9 @@ int pyar_raise(int rc, const char *fname) {
 }
 
 int pyar_raise_detail(int rc, const char *fname, const char *detail) {
+  if (raise_interrupt()) {
+    return -1; /* the handler's exception (the call failed because it was raised) */
+  }
   char message[1200];
   if (detail[0] != '\0') {
     snprintf(message, sizeof message, "%s: %s: %s", fname, mpiar_strerror(rc), detail);

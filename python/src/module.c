@@ -226,6 +226,7 @@ PyMODINIT_FUNC PyInit__mpiar(void) {
   if (vendor_check() < 0 || single_mpi_check() < 0 || pyar_comm_init() < 0) {
     return NULL;
   }
+  pyar_interrupts_init();
   PyObject *m = PyModule_Create(&moduledef);
   if (m == NULL) {
     return NULL;

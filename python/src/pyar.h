@@ -31,6 +31,10 @@ int pyar_errors_init(PyObject *module);
 /** Raise the exception class of @p rc with the library's detail (mpiar_last_error()). @return -1 */
 int pyar_raise(int rc, const char *fname);
 
+/** Install the interrupt check (Ctrl-C during a wait) for the calling thread (module import). */
+void pyar_interrupts_init(void);
+
+
 /** Raise the exception class of @p rc with a detail given by the caller. @return -1 */
 int pyar_raise_detail(int rc, const char *fname, const char *detail);
 
@@ -211,6 +215,14 @@ typedef struct pyar_call {
 
 void pyar_call_init(pyar_call_t *c, const char *fname, int kind);
 void pyar_call_release(pyar_call_t *c);
+
+/**
+ * After a call or request of @p c failed with @p rc: when MPI may still read its send buffer
+ * (a failure during communication: sends of the failed operation stay in flight until the
+ * communicator is freed), its arrays are kept alive for the rest of the process instead of being
+ * released with it.
+ */
+void pyar_call_keep_after_failure(pyar_call_t *c, int rc);
 
 /**
  * Take the communicator. @return 0 or -1; after a failure here the call cannot join the

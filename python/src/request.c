@@ -144,6 +144,9 @@ static void release_buffers(pyar_request_t *r) {
 static void completed(pyar_request_t *r, int rc, const char *detail) {
   r->active = 0;
   list_remove(r);
+  if (rc != MPIAR_SUCCESS) {
+    pyar_call_keep_after_failure(&r->call, rc);
+  }
   if (!r->persistent) {
     release_buffers(r);
   }

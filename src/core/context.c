@@ -503,7 +503,8 @@ static void tag_layout(mpiar__context_t *ctx) {
   ctx->exact_max = ctx->size_bits > 0 ? ((size_t)1 << ctx->size_bits) - 1 : 0;
 }
 
-/* Wait for an MPI request (the duplication) until the deadline; 1 if it completed. */
+/* Wait for an MPI request (the duplication) until the deadline; 1 if it completed, 0 at the
+ * deadline, -2 when the thread's interrupt check asked to stop, -1 on an MPI error. */
 static int wait_until(MPI_Request *req, double deadline, int yield) {
   unsigned idle = 0;
   for (;;) {
@@ -516,6 +517,9 @@ static int wait_until(MPI_Request *req, double deadline, int yield) {
     }
     if (deadline > 0 && MPI_Wtime() > deadline) {
       return 0;
+    }
+    if (mpiar__interrupted()) {
+      return -2;
     }
     if (yield || ++idle > MPIAR__SPIN_POLLS) {
       sched_yield();
@@ -828,6 +832,11 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
                         "creating the communicator context timed out after %ld ms: not every "
                         "rank of the communicator called mpiar on it",
                         timeout_ms);
+    } else if (got == -2) {
+      rc = mpiar__error(MPIAR_ERR_INTERRUPTED,
+                        "creating the communicator context was interrupted by the calling "
+                        "thread's interrupt check (mpiar_set_interrupt) while not every rank had "
+                        "called mpiar on it: the communicator is unusable with mpiar");
     } else {
       rc = mpiar__error(MPIAR_ERR_MPI, "MPI_Comm_idup failed");
     }

@@ -356,6 +356,22 @@ extern long mpiar__requests_live;
 /* Free a request's memory (every request is freed through this). */
 void mpiar__request_free_mem(mpiar__request_t *r);
 
+/* ---- interrupt checks (request.c) ---- */
+
+/* The calling thread's interrupt check (mpiar_set_interrupt()), or NULL. */
+extern _Thread_local mpiar_interrupt_fn mpiar__interrupt_fn;
+
+/* Has the calling thread's interrupt check asked to abandon the wait? Calls it at most every
+ * 20 ms; 0 without one. */
+int mpiar__interrupt_due(void);
+static inline int mpiar__interrupted(void) {
+  return MPIAR__UNLIKELY(mpiar__interrupt_fn != NULL) && mpiar__interrupt_due();
+}
+
+/* Abandon a request as a failure of this rank with @p rc (the detail set): it fails, the context
+ * breaks and every other rank is told. */
+void mpiar__request_abandon(mpiar__request_t *r, int rc);
+
 /* ---- context.c ---- */
 
 /* Set once MPI_Finalize has released every context: requests and contexts are then dead. */

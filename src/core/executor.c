@@ -666,6 +666,10 @@ static void fail_and_break(mpiar__request_t *r, int rc) {
   mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN, reason, 1);
 }
 
+void mpiar__request_abandon(mpiar__request_t *r, int rc) {
+  fail_and_break(r, rc);
+}
+
 void mpiar__request_begin(mpiar__request_t *r) {
   const mpiar__plan_t *plan = r->plan;
   size_t n = plan->sched.nsteps;

@@ -32,6 +32,46 @@ void mpiar__request_free_mem(mpiar__request_t *r) {
 /* Idle passes between two scans of unexpected messages (failure notices, wrong lengths). */
 #define MPIAR__SCAN_PASSES 64
 
+/* ---- interrupt checks ---- */
+
+_Thread_local mpiar_interrupt_fn mpiar__interrupt_fn;
+static _Thread_local void *interrupt_arg;
+static _Thread_local double interrupt_last; /* when the check last ran (MPI_Wtime) */
+
+/* The shortest time between two calls of a thread's interrupt check. */
+#define MPIAR__INTERRUPT_INTERVAL_S 0.02
+
+int mpiar_set_interrupt(mpiar_interrupt_fn fn, void *arg) {
+  mpiar__error_clear();
+  mpiar__interrupt_fn = fn;
+  interrupt_arg = arg;
+  interrupt_last = 0;
+  return MPIAR_SUCCESS;
+}
+
+int mpiar__interrupt_due(void) {
+  double now = MPI_Wtime();
+  if (now - interrupt_last < MPIAR__INTERRUPT_INTERVAL_S) {
+    return 0;
+  }
+  interrupt_last = now;
+  return mpiar__interrupt_fn(interrupt_arg) != 0;
+}
+
+/* The error of an interrupted wait. */
+static int interrupted(const char *what, int rank) {
+  char who[32] = "";
+  if (rank >= 0) {
+    snprintf(who, sizeof who, "rank %d: ", rank);
+  }
+  return mpiar__error(MPIAR_ERR_INTERRUPTED,
+                      "%s%s was interrupted by the calling thread's interrupt check "
+                      "(mpiar_set_interrupt): the communicator is broken on every rank",
+                      who, what);
+}
+
+static int abandon_array(int n, mpiar_request_t reqs[], const char *call);
+
 static size_t align_up(size_t x, size_t a) {
   return (x + a - 1) & ~(a - 1);
 }
@@ -150,6 +190,9 @@ static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
     }
     if (++idle % MPIAR__SCAN_PASSES == 0) {
       mpiar__scan(ctx);
+      if (mpiar__interrupted()) {
+        return interrupted("the wait for a free operation slot", ctx->rank);
+      }
       if (deadline > 0 && MPI_Wtime() > deadline) {
         return mpiar__error(MPIAR_ERR_TIMEOUT,
                             "rank %d: timed out waiting for operation %u to finish before "
@@ -377,10 +420,15 @@ static void advance(mpiar__context_t *ctx, unsigned *idle) {
 
 int mpiar__wait_result(mpiar__request_t *r) {
   mpiar__context_t *ctx = r->ctx;
-  unsigned idle = 0;
+  unsigned idle = 0, passes = 0;
   while (r->state == MPIAR__REQ_ACTIVE) {
     advance(ctx, &idle);
     if (r->state != MPIAR__REQ_ACTIVE) {
+      break;
+    }
+    if (MPIAR__UNLIKELY(mpiar__interrupt_fn != NULL) && (++passes & 63) == 0 &&
+        mpiar__interrupt_due()) {
+      mpiar__request_abandon(r, interrupted("the wait for an operation", ctx->rank));
       break;
     }
     mpiar__idle(ctx, idle);
@@ -570,9 +618,35 @@ int mpiar_wait(mpiar_request_t *req) {
     if ((rc = step(r)) != MPIAR_SUCCESS) {
       return rc;
     }
+    if (r->state == MPIAR__REQ_ACTIVE && mpiar__interrupted()) {
+      return abandon_array(1, req, "mpiar_wait");
+    }
     idle_of(r, ++idle);
   }
   return collect(req, r);
+}
+
+/*
+ * An interrupted wait on @p reqs: every active request of a context is abandoned (it fails, its
+ * context breaks, the other ranks are told) and released; a generalized request stays active.
+ */
+static int abandon_array(int n, mpiar_request_t reqs[], const char *call) {
+  for (int i = 0; i < n; i++) {
+    mpiar__request_t *r = mpiar__handle_request(reqs[i]);
+    if (r == NULL || r->gpoll != NULL || r->state == MPIAR__REQ_INACTIVE) {
+      continue;
+    }
+    if (mpiar__context_enter_ctx(r->ctx) != MPIAR_SUCCESS) {
+      continue;
+    }
+    if (r->state == MPIAR__REQ_ACTIVE) {
+      mpiar__request_abandon(r, interrupted(call, r->ctx->rank));
+    }
+    mpiar__context_leave(r->ctx);
+    /* Failed now, or by the break that an earlier one's failure caused. */
+    collect(&reqs[i], r);
+  }
+  return interrupted(call, -1);
 }
 
 static int check_array(int n, mpiar_request_t reqs[], const char *call) {
@@ -665,6 +739,9 @@ int mpiar_waitany(int n, mpiar_request_t reqs[], int *index) {
     if (done || rc != MPIAR_SUCCESS) {
       return rc;
     }
+    if (mpiar__interrupted()) {
+      return abandon_array(n, reqs, "mpiar_waitany");
+    }
     for (int i = 0; i < n; i++) {
       mpiar__request_t *r = mpiar__handle_request(reqs[i]);
       if (r != NULL) {
@@ -710,6 +787,9 @@ int mpiar_waitall(int n, mpiar_request_t reqs[]) {
     }
     if (left == 0) {
       break;
+    }
+    if (mpiar__interrupted()) {
+      return abandon_array(n, reqs, "mpiar_waitall");
     }
     idle_of(some, ++idle);
   }

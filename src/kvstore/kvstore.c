@@ -134,6 +134,12 @@ static int duplicate(MPI_Comm comm, int timeout_ms, MPI_Comm *out) {
       return mpiar__error(MPIAR_ERR_TIMEOUT,
                           "mpiar_kv_create: timed out after %ld ms waiting for every worker", ms);
     }
+    if (mpiar__interrupted()) {
+      *out = MPI_COMM_NULL;
+      return mpiar__error(MPIAR_ERR_INTERRUPTED,
+                          "mpiar_kv_create: the wait for every worker was interrupted by the "
+                          "calling thread's interrupt check (mpiar_set_interrupt)");
+    }
     if (++idle > 64) {
       sched_yield();
     }
