@@ -89,8 +89,13 @@ const mpiar__algorithm_t *mpiar__algorithm_find(const char *name);
 int mpiar__build_ring(mpiar__schedule_t *s);
 int mpiar__build_rabenseifner(mpiar__schedule_t *s);
 int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
-/* In place, recursive doubling stages vectors shorter than this for its first send. */
-#define MPIAR__RD_STAGE_BYTES ((size_t)512 * 1024)
+/* In place, recursive doubling stages vectors of [MIN, MAX) bytes for its first send. */
+#define MPIAR__RD_STAGE_MIN_BYTES ((size_t)16 * 1024)
+#define MPIAR__RD_STAGE_MAX_BYTES ((size_t)512 * 1024)
+/* Does an in-place recursive doubling of @p bytes stage its first send? */
+static inline int mpiar__rd_stages(size_t bytes) {
+  return bytes >= MPIAR__RD_STAGE_MIN_BYTES && bytes < MPIAR__RD_STAGE_MAX_BYTES;
+}
 
 /* Closed-form costs (the formulas in each builder's file header). */
 double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

@@ -11,16 +11,16 @@
  * exchange as rank r/2; at the end it sends the result back. Any count; in place or not.
  *
  * Memory: one scratch vector for the partner's data. The first reduction reads INPUT and writes
- * OUTPUT directly, so there is no up-front copy. In place, below 512 KiB, a second scratch vector
- * holds a copy of the rank's vector for the first send (so the first reduction need not wait for
- * that send): one copy of n bytes, off the partner's critical path only partly.
+ * OUTPUT directly, so there is no up-front copy. In place, from 16 KiB to 512 KiB, a second
+ * scratch vector holds a copy of the rank's vector for the first send (so the first reduction
+ * need not wait for that send): one copy of n bytes.
  *
  * Cost (alpha per message, beta per byte, gamma per byte reduced, n bytes):
  *   p a power of two:  log2(p) (alpha + n beta + n gamma)
  *   otherwise:         log2(p') (alpha + n beta + n gamma) + (alpha + n beta + n gamma)
  *                      + (alpha + n beta)              (the fold and the return of the result)
- * In place below MPIAR__RD_STAGE_BYTES add n gamma (the staging copy; the selector's model leaves
- * it out). The simulator's critical path equals the first formula for powers of two; the second
+ * In place from 16 KiB to below 512 KiB add n gamma (the staging copy; the selector's model
+ * leaves it out). The simulator's critical path equals the first formula for powers of two; the second
  * is the model's estimate for other p. Wins for small messages, where the log2(p) alpha term dominates.
  * Two levels: on one node, or one rank per node, the formulas with that level's alpha and beta;
  * otherwise a step-synchronous estimate as for Rabenseifner (the node port passes one message per
@@ -70,15 +70,16 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s) {
   }
   /*
    * In place, the first exchange sends OUTPUT, which its reduction overwrites, so that reduction
-   * would wait until the partner has taken the whole vector. Below MPIAR__RD_STAGE_BYTES the
-   * vector is copied to scratch first and sent from there, and the reduction waits only for the
-   * partner's data (measured at p = 2 on MPICH's shared memory: in place 1.2x out of place at
-   * 64 KiB and 2.6x at 128 KiB without the copy, 1.1x and 1.5x with it). From there on the
-   * copy costs more than the wait (MPI's large-message path completes the send soon after the
-   * receive: in place is then as fast as out of place without it, and slower with it).
+   * would wait until the partner has taken the whole vector. Between MPIAR__RD_STAGE_MIN_BYTES
+   * and MPIAR__RD_STAGE_MAX_BYTES the vector is copied to scratch first and sent from there, and
+   * the reduction waits only for the partner's data (measured at p = 2 on MPICH's shared memory:
+   * in place 1.2x out of place at 64 KiB and 2.6x at 128 KiB without the copy, 1.1x and 1.5x
+   * with it). Smaller messages leave eagerly (the send completes at once, and the copy would be
+   * all the difference); from 512 KiB on, MPI's large-message path completes the send soon after
+   * the receive, and in place is as fast as out of place without the copy, slower with it.
    */
   long staged = -1; /* in place: the copy of this rank's vector that the first send reads */
-  if (s->in_place && !in_out && steps > 0 && n * s->elem_size < MPIAR__RD_STAGE_BYTES) {
+  if (s->in_place && !in_out && steps > 0 && mpiar__rd_stages(n * s->elem_size)) {
     s->scratch_elems = 2 * n;
     MPIAR__STEP(staged, mpiar__sched_copy(s, mpiar__scratch(n), mpiar__own(s, 0), n, NULL, 0));
   }

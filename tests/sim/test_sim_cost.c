@@ -49,7 +49,7 @@ static void expect_closed_form(const mpiar__algorithm_t *alg, int bcast, int p, 
   mpiar__sim_result_t r = sim(alg, bcast, p, count, seg, in_place, p / 2, 0);
   double f = alg->cost(p, count * 4, 4, seg * 4, &model, NULL);
   if (!bcast && in_place && p > 1 && strcmp(alg->name, "recursive_doubling") == 0 &&
-      count * 4 < MPIAR__RD_STAGE_BYTES) {
+      mpiar__rd_stages(count * 4)) {
     f += (double)(count * 4) * model.gamma; /* the staging copy of the first send */
   }
   EXPECT(fabs(r.time_s - f) <= 1e-9 * f,
