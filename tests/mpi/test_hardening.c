@@ -133,7 +133,8 @@ static void case_check(void) {
     const char *what, *field;
   } cases[] = {{"float32 vs int32", "datatype"}, {"sum vs max", "operation"},
                {"count", "count"},               {"algorithm", "algorithm"},
-               {"bcast root", "root"},           {"bcast count", "count"}};
+               {"bcast root", "root"},           {"bcast count", "count"},
+               {"bcast algorithm", "algorithm"}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     MPI_Comm c = fresh();
     mpiar_options_t o = safe();
@@ -159,11 +160,21 @@ static void case_check(void) {
     case 4:
       rc = mpiar_bcast_ex(v, N, MPIAR_FLOAT32, last ? 1 % size : 0, c, &o);
       break;
-    default:
+    case 5:
       rc = mpiar_bcast_ex(v, last ? N - 1 : N, MPIAR_FLOAT32, 0, c, &o);
+      break;
+    default:
+      o.algorithm = last ? "binomial" : "scatter_allgather";
+      rc = mpiar_bcast_ex(v, N, MPIAR_FLOAT32, 0, c, &o);
       break;
     }
     expect_check(rc, cases[k].what, cases[k].field);
+    if (k == 6) {
+      /* Broadcast algorithms are named from the broadcast registry. */
+      MT_CHECK(strstr(mpiar_last_error(), "binomial") != NULL &&
+                   strstr(mpiar_last_error(), "scatter_allgather") != NULL,
+               "detail '%s' does not name the two broadcast algorithms", mpiar_last_error());
+    }
     /* The check found it before any data moved: the communicator is still good. */
     o.algorithm = NULL;
     for (int i = 0; i < N; i++) {
