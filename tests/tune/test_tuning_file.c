@@ -338,6 +338,15 @@ static int temp_file(char *path, size_t len, const char *text) {
 }
 
 /* The load fails with MPIAR_ERR_ENV and the detail is exactly "@p want". */
+/* Make @p path a sparse file of @p bytes (holes: no disk space used). */
+static void sparse_file(const char *path, off_t bytes) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0 && ftruncate(fd, bytes) == 0, "a sparse file of %lld bytes", (long long)bytes);
+  if (fd >= 0) {
+    close(fd);
+  }
+}
+
 static void load_refused(const char *what, const char *path, const char *want) {
   mpiar__tuning_t t;
   int rc = mpiar__tuning_load(path, &t);
@@ -367,28 +376,16 @@ static void check_not_regular(void) {
   /* 209,716,567 bytes, sparse: refused by its size as fstat gives it, not by what was read. */
   char big[128];
   snprintf(big, sizeof big, "%s/big.json", dir);
-  int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  CHECK(fd >= 0 && ftruncate(fd, 209716567) == 0, "a sparse file of 209716567 bytes");
-  if (fd >= 0) {
-    close(fd);
-  }
+  sparse_file(big, 209716567);
   snprintf(want, sizeof want,
            "MPIAR_TUNING_FILE=%s: 209716567 bytes, larger than the 16777216 bytes read", big);
   load_refused("a sparse file of 209716567 bytes", big, want);
   /* One byte over the limit is too many; the limit itself is read (and is not JSON). */
-  fd = open(big, O_WRONLY | O_TRUNC);
-  CHECK(fd >= 0 && ftruncate(fd, 16777217) == 0, "a sparse file of 16777217 bytes");
-  if (fd >= 0) {
-    close(fd);
-  }
+  sparse_file(big, 16777217);
   snprintf(want, sizeof want,
            "MPIAR_TUNING_FILE=%s: 16777217 bytes, larger than the 16777216 bytes read", big);
   load_refused("one byte over the limit", big, want);
-  fd = open(big, O_WRONLY | O_TRUNC);
-  CHECK(fd >= 0 && ftruncate(fd, 16777216) == 0, "a sparse file of 16777216 bytes");
-  if (fd >= 0) {
-    close(fd);
-  }
+  sparse_file(big, 16777216);
   mpiar__tuning_t t;
   int rc = mpiar__tuning_load(big, &t);
   CHECK(rc == MPIAR_ERR_ENV && strstr(mpiar_last_error(), "line 1, column") != NULL,
