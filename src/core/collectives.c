@@ -136,7 +136,12 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
       }
     }
   }
-  return mpiar__kernels_init();
+  rc = mpiar__kernels_init();
+  if (MPIAR__UNLIKELY(rc != MPIAR_SUCCESS)) {
+    /* A kernel level this CPU lacks (MPIAR_KERNEL) on this rank only: the others fail with it. */
+    return mpiar__context_join_failed(c->comm, deadline_ms(c, *set), rc);
+  }
+  return MPIAR_SUCCESS;
 }
 
 

@@ -556,8 +556,9 @@ int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t
 /*
  * Which setting keeps this process's settings from being used: 0 when they are good (as
  * mpiar__settings_checked() finds them), else 1 + the index in mpiar__settings_names of the
- * malformed variable, of MPIAR_ALGORITHM for an unknown algorithm, or of MPIAR_TUNING_FILE for a
- * file that cannot be read. Sets the error detail.
+ * malformed variable, of MPIAR_ALGORITHM for an unknown algorithm, of MPIAR_TUNING_FILE for a
+ * file that cannot be read, or of MPIAR_KERNEL for a kernel level this CPU lacks. Sets the error
+ * detail.
  */
 int mpiar__settings_fault(void);
 

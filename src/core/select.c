@@ -240,6 +240,9 @@ int mpiar__settings_fault(void) {
   if (mpiar__tuning_get(set->tuning_file, &t) != MPIAR_SUCCESS) {
     return mpiar__settings_number("MPIAR_TUNING_FILE");
   }
+  if (mpiar__kernels_init() != MPIAR_SUCCESS) {
+    return mpiar__settings_number("MPIAR_KERNEL"); /* a level this CPU lacks */
+  }
   return 0;
 }
 

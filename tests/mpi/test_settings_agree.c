@@ -4,7 +4,8 @@
  * the variable, and never wait forever (the test has no deadline; CTest's timeout is the hang
  * detector).
  *   test_settings_agree CASE
- * Cases: reproducible, check_env, algorithm, segment_malformed, tuning_truncated, comm_init,
+ * Cases: reproducible, check_env, algorithm, segment_malformed, kernel_malformed, tuning_truncated,
+ * comm_init,
  * kv_create, check_option, check_option_later, same (every rank alike: must succeed).
  */
 #include <stdint.h>
@@ -109,6 +110,13 @@ int main(int argc, char **argv) {
     snprintf(named, sizeof named, "rank %d", size - 1);
     expect_failure(100, MPIAR_ERR_ENV, "MPIAR_SEGMENT_BYTES",
                    mt_rank == size - 1 ? NULL : named);
+  } else if (strcmp(c, "kernel_malformed") == 0) {
+    if (mt_rank == size - 1) {
+      setenv("MPIAR_KERNEL", "sse9", 1);
+    }
+    char named[32];
+    snprintf(named, sizeof named, "rank %d", size - 1);
+    expect_failure(100, MPIAR_ERR_ENV, "MPIAR_KERNEL", mt_rank == size - 1 ? NULL : named);
   } else if (strcmp(c, "tuning_truncated") == 0) {
     if (mt_rank == size - 1) {
       write_truncated_tuning(path);
