@@ -5,8 +5,7 @@
  * detector).
  *   test_settings_agree CASE
  * Cases: reproducible, check_env, algorithm, segment_malformed, kernel_malformed, tuning_truncated,
- * comm_init,
- * kv_create, check_option, check_option_later, same (every rank alike: must succeed).
+ * comm_init, kv_create, check_option, check_option_later, same (every rank alike: must succeed).
  */
 #include <stdint.h>
 #include <unistd.h>
