@@ -46,6 +46,11 @@ typedef struct opts {
   train_cli_t train;
   int have_train_opts; /* an option that only --train takes was given */
   int no_overlap;
+  /* A routed network (--topology torus:... | fattree:...; sim.h, "Routed networks"). */
+  const char *network_spec;
+  mpiar__network_t net;
+  int have_net, link_report;
+  double hop_latency;
 } opts_t;
 
 #define MAX_NODE_LIST 4096
@@ -203,6 +208,16 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   cfg.segment_elems = o->segment_bytes / es;
   cfg.cost = o->cost;
   cfg.topology = o->have_topo ? &o->topo : NULL;
+  cfg.network = o->have_net ? &o->net : NULL;
+  double *link_bytes = NULL;
+  if (o->have_net && o->link_report) {
+    link_bytes = calloc((size_t)mpiar__network_links(&o->net, p), sizeof *link_bytes);
+    if (link_bytes == NULL) {
+      fprintf(stderr, "mpiar-sim: no memory for the link report\n");
+      return 1;
+    }
+  }
+  cfg.link_bytes = link_bytes;
   cfg.seed = (uint64_t)o->seed;
   cfg.data = o->data >= 0 ? o->data : (double)p * (double)o->bytes <= DATA_DEFAULT_BYTES;
   /* Timing only: one representative per class of a symmetry, where the schedules have one. */
@@ -222,7 +237,12 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   int rc = mpiar__sim_run(&cfg, &res);
   if (rc != MPIAR_SUCCESS) {
     fprintf(stderr, "mpiar-sim: %s: %s\n", mpiar_strerror(rc), mpiar_last_error());
+    free(link_bytes);
     return 1;
+  }
+  char busiest[64] = "";
+  if (o->have_net) {
+    mpiar__network_link_name(&o->net, p, res.link_busiest, busiest, sizeof busiest);
   }
   const double closed =
       alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost, cfg.topology);
@@ -257,6 +277,23 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
              res.inter_messages, res.inter_bytes_total, res.node_bytes_sent_max,
              res.node_bytes_received_max);
     }
+    if (o->have_net) {
+      printf(", \"network\": ");
+      json_string(o->network_spec);
+      printf(", \"hop_latency\": %.17g, \"links\": %d, \"link_bytes_max\": %.17g, "
+             "\"link_busiest\": ",
+             o->net.hop_latency, res.links, res.link_bytes_max);
+      json_string(busiest);
+      printf(", \"link_bytes_total\": %.17g, \"hops_total\": %zu, \"hops_max\": %d",
+             res.link_bytes_total, res.hops_total, res.hops_max);
+      if (link_bytes != NULL) {
+        printf(", \"link_bytes\": [");
+        for (int l = 0; l < res.links; l++) {
+          printf("%s%.17g", l ? ", " : "", link_bytes[l]);
+        }
+        printf("]");
+      }
+    }
     printf("}\n");
   } else {
     printf("algorithm      %s (%s)\n", alg->name, o->bcast ? "bcast" : "allreduce");
@@ -273,7 +310,14 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
       printf("between nodes  alpha %g s, beta %g s/B per node port\n", o->cost.alpha_inter,
              o->cost.beta_inter);
     }
-    printf("time           %.6f us (closed form %.6f us)\n", res.time_s * 1e6, closed * 1e6);
+    if (o->have_net) {
+      char net[160];
+      mpiar__network_describe(&o->net, net, sizeof net);
+      printf("network        %s, %g s per hop, link beta %g s/B\n", net, o->net.hop_latency,
+             o->cost.beta);
+    }
+    printf("time           %.6f us (closed form %.6f us%s)\n", res.time_s * 1e6, closed * 1e6,
+           o->have_net ? ", flat model" : "");
     printf("algbw          %.3f GB/s\n", algbw);
     printf("busbw          %.3f GB/s\n", busbw);
     printf("messages       %zu total, %zu max per rank\n", res.messages, res.messages_max);
@@ -286,6 +330,17 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
              "in all\n",
              res.node_bytes_sent_max, res.node_bytes_received_max, res.inter_messages,
              res.inter_bytes_total);
+    }
+    if (o->have_net) {
+      printf("links          %d; busiest %s, %.0f bytes; %.0f bytes over all links\n", res.links,
+             busiest, res.link_bytes_max, res.link_bytes_total);
+      printf("hops           %zu in all, %.2f per message, %d max\n", res.hops_total,
+             res.messages ? (double)res.hops_total / (double)res.messages : 0.0, res.hops_max);
+      for (int l = 0; link_bytes != NULL && l < res.links; l++) {
+        char name[64];
+        mpiar__network_link_name(&o->net, p, l, name, sizeof name);
+        printf("link %-9s %.0f bytes\n", name, link_bytes[l]);
+      }
     }
     if (res.reps < p) {
       printf("simulated      %d of %d ranks (%s)\n", res.reps, p, res.symmetry);
@@ -658,6 +713,124 @@ static void algorithm_names(char *buf, size_t len) {
   }
 }
 
+/*
+ * The table on a routed network (--topology without --algorithm): every flat registry algorithm's
+ * simulated time per size (timing only), the winner, and each one's busiest link at the largest
+ * size as a multiple of the vector.
+ */
+static int run_net_table(const opts_t *o) {
+  const int p = (int)o->ranks[0];
+  const mpiar__algorithm_t *algs[64];
+  int nalg = 0;
+  for (int a = 0; a < mpiar__algorithm_count && nalg < 64; a++) {
+    if (!(mpiar__algorithms[a].flags & MPIAR__ALG_HIERARCHICAL)) {
+      algs[nalg++] = &mpiar__algorithms[a];
+    }
+  }
+  char net[160];
+  mpiar__network_describe(&o->net, net, sizeof net);
+  printf("# mpiar-sim --topology %s: %d ranks on a %s; alpha %g s, link beta %g s/B, %g s per "
+         "hop, gamma %g s/B; simulated time in us\n",
+         o->network_spec, p, net, o->cost.alpha, o->cost.beta, o->net.hop_latency, o->cost.gamma);
+  printf("%10s", "bytes");
+  for (int a = 0; a < nalg; a++) {
+    printf(" %*s", (int)(strlen(algs[a]->name) > 10 ? strlen(algs[a]->name) : 10), algs[a]->name);
+  }
+  printf("  winner\n");
+  double busiest[64] = {0};
+  int failures = 0;
+  const size_t es = mpiar_dtype_size(o->dtype);
+  for (int i = 0; i < o->nsizes; i++) {
+    char bn[32];
+    tool_format_bytes((double)o->sizes[i], bn, sizeof bn);
+    printf("%10s", bn);
+    double best = 0;
+    const char *winner = "-";
+    for (int a = 0; a < nalg; a++) {
+      mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+      cfg.algorithm = algs[a];
+      cfg.nranks = p;
+      cfg.count = o->sizes[i] / es;
+      cfg.dtype = o->dtype;
+      cfg.op = o->op;
+      cfg.cost = o->cost;
+      cfg.data = 0;
+      cfg.check_hazards = 0;
+      cfg.network = &o->net;
+      mpiar__sim_result_t res;
+      const int w = (int)(strlen(algs[a]->name) > 10 ? strlen(algs[a]->name) : 10);
+      if (mpiar__sim_run(&cfg, &res) != MPIAR_SUCCESS || !res.ok) {
+        failures++;
+        printf(" %*s", w, "-");
+        continue;
+      }
+      printf(" %*.2f", w, res.time_s * 1e6);
+      if (winner[0] == '-' || res.time_s < best) {
+        best = res.time_s;
+        winner = algs[a]->name;
+      }
+      busiest[a] = res.link_bytes_max / (double)(cfg.count * es);
+    }
+    printf("  %s\n", winner);
+  }
+  printf("# busiest link at the largest size, in vectors:");
+  for (int a = 0; a < nalg; a++) {
+    printf(" %s %.3f%s", algs[a]->name, busiest[a], a + 1 < nalg ? "," : "\n");
+  }
+  return failures ? 1 : 0;
+}
+
+/*
+ * --topology: parse the network and check it against the other options; without --algorithm,
+ * print the table. @return the exit code, or -1 to go on with one simulation.
+ */
+static int run_network(opts_t *o, const tool_spec_t *spec) {
+  char err[200];
+  if (mpiar__network_parse(o->network_spec, &o->net, err, sizeof err) != 0) {
+    return tool_usage_error(spec, "--topology %s", err);
+  }
+  o->net.hop_latency = o->hop_latency;
+  o->have_net = 1;
+  if (o->have_topo) {
+    return tool_usage_error(spec, "--topology replaces --nodes, --ppn, --node-sizes and --map");
+  }
+  if (o->sweep || o->reproducible || o->bcast) {
+    return tool_usage_error(spec, "--topology runs allreduce: drop --sweep, --reproducible and "
+                                  "--collective bcast");
+  }
+  const int nodes = mpiar__network_nodes(&o->net);
+  if (o->nranks_list > 1 || (nodes > 0 && o->nranks_list == 1 && o->ranks[0] != nodes)) {
+    return tool_usage_error(spec, "--ranks must be the torus's %d nodes (or be left out)", nodes);
+  }
+  if (nodes == 0 && o->nranks_list == 0) {
+    return tool_usage_error(spec, "a fat tree needs --ranks");
+  }
+  if (nodes > 0) {
+    o->ranks[0] = nodes;
+    o->nranks_list = 1;
+  }
+  if (o->algorithm == NULL && !o->print) {
+    if (o->nsizes == 0) {
+      if (o->have_bytes) {
+        o->sizes[o->nsizes++] = o->bytes;
+      } else {
+        for (size_t b = 32; b <= ((size_t)128 << 20); b *= 8) {
+          o->sizes[o->nsizes++] = b;
+        }
+      }
+    }
+    const size_t es = mpiar_dtype_size(o->dtype);
+    for (int i = 0; i < o->nsizes; i++) {
+      if (o->sizes[i] % es != 0) {
+        return tool_usage_error(spec, "--sizes must be multiples of the element size (%s)",
+                                mpiar_dtype_name(o->dtype));
+      }
+    }
+    return run_net_table(o);
+  }
+  return -1;
+}
+
 /* Bytes the data checks of one simulation allocate at least: per rank the input copy, the
  * output and its init map, plus the reference result. */
 static double data_memory(int p, size_t bytes, size_t es) {
@@ -903,6 +1076,25 @@ int main(int argc, char **argv) {
        .hi = 1 << 30,
        .metavar = "LIST",
        .help = "the node of each rank, e.g. 0,0,1,1,0 (instead of the three above)"},
+      {.long_name = "topology",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.network_spec,
+       .metavar = "NET",
+       .help = "a routed network, one rank per node: torus:8x8, torus:4x4x4\n"
+               "(dimension-order routing) or fattree:k=16,over=2 (16 hosts\n"
+               "per leaf, uplink oversubscribed 2:1); links of --beta, shared\n"
+               "max-min fair; without --algorithm, every algorithm per size"},
+      {.long_name = "hop-latency",
+       .kind = TOOL_ARG_DOUBLE,
+       .dest = &o.hop_latency,
+       .dlo = 0,
+       .dhi = 1,
+       .metavar = "SEC",
+       .help = "--topology: seconds per link crossed (default 0)"},
+      {.long_name = "link-report",
+       .kind = TOOL_ARG_FLAG,
+       .dest = &o.link_report,
+       .help = "--topology: print the bytes of every link"},
       {.long_name = "alpha-inter",
        .kind = TOOL_ARG_DOUBLE,
        .dest = &o.cost.alpha_inter,
@@ -1089,6 +1281,8 @@ int main(int argc, char **argv) {
                "       mpiar-sim --sweep [--ranks P1,P2,...] [--sizes N1,N2,...] [options]\n"
                "       mpiar-sim --nodes N --ppn K [--placement block|roundrobin|random]\n"
                "                 [--alpha-inter SEC] [--beta-inter SEC] [--sizes LIST] [options]\n"
+               "       mpiar-sim --topology torus:8x8|torus:4x4x4|fattree:k=K,over=O [--ranks P]\n"
+               "                 [--algorithm A --bytes N | --sizes LIST] [--hop-latency SEC]\n"
                "       mpiar-sim --train MODEL [--node-counts LIST] [--ppn K] [--batch B]\n"
                "                 [--node-tflops LIST] [--link-gbps LIST] [--fusion LIST]\n"
                "                 [--ps-servers LIST] [options]",
@@ -1130,6 +1324,15 @@ int main(int argc, char **argv) {
   int tex = build_topology(&o, &spec);
   if (tex >= 0) {
     return tex;
+  }
+  if (o.network_spec != NULL) {
+    tex = run_network(&o, &spec);
+    if (tex >= 0) {
+      mpiar__topology_destroy(&o.topo);
+      return tex;
+    }
+  } else if (o.hop_latency > 0 || o.link_report) {
+    return tool_usage_error(&spec, "--hop-latency and --link-report go with --topology");
   }
   int rc = dispatch(&o, &spec);
   mpiar__topology_destroy(&o.topo);

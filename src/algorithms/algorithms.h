@@ -58,7 +58,19 @@ enum {
    * mpiar__topology_is_hierarchical(topo). On a flat topology (NULL, one node, one rank per node)
    * it builds its flat equivalent, so forcing it by name is always correct.
    */
-  MPIAR__ALG_HIERARCHICAL = 1u << 1
+  MPIAR__ALG_HIERARCHICAL = 1u << 1,
+  /*
+   * Not an automatic candidate: the selector's model skips it; it runs when named (options,
+   * MPIAR_ALGORITHM, a tuning file's table). For entries whose choice by the model has not been
+   * measured yet, so that adding them leaves `auto` unchanged.
+   */
+  MPIAR__ALG_MANUAL = 1u << 2,
+  /*
+   * The simulator's quotient (sim.h) would not reproduce its timing: its schedules map onto each
+   * other under a symmetry, but messages from several nodes meet at one node port in a step and
+   * queue there in an order the representatives cannot mirror. The simulator runs every rank.
+   */
+  MPIAR__ALG_NO_QUOTIENT = 1u << 3
 };
 
 typedef struct mpiar__algorithm {
@@ -96,6 +108,19 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
 static inline int mpiar__rd_stages(size_t bytes) {
   return bytes >= MPIAR__RD_STAGE_MIN_BYTES && bytes < MPIAR__RD_STAGE_MAX_BYTES;
 }
+
+/*
+ * Swing (swing.c; De Sensi et al., NSDI '24): the peer of rank r in step s alternates between
+ * r + rho(s) and r - rho(s), rho(s) = sum_{i<=s} (-2)^i. swing: reduce-scatter + allgather
+ * (bandwidth-optimal); swing_latency: full-vector exchanges (latency-optimal). Named only
+ * (MPIAR__ALG_MANUAL).
+ */
+int mpiar__build_swing(mpiar__schedule_t *s);
+int mpiar__build_swing_latency(mpiar__schedule_t *s);
+double mpiar__cost_swing(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                         const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_swing_latency(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                 const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 
 /* Closed-form costs (the formulas in each builder's file header). */
 double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

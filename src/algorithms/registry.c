@@ -23,6 +23,13 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      mpiar__cost_hier_recursive_doubling, MPIAR__ALG_HIERARCHICAL,
      "reduce to a leader per node, recursive doubling among leaders, broadcast in each node; "
      "small messages on several nodes"},
+    {"swing", mpiar__build_swing, mpiar__cost_swing, MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
+     "Swing reduce-scatter + allgather (peers r +- rho(s), short hops on a torus); "
+     "bandwidth-optimal; named only"},
+    {"swing_latency", mpiar__build_swing_latency, mpiar__cost_swing_latency,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
+     "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
+     "named only"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 

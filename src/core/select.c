@@ -262,7 +262,8 @@ static void model_choice(size_t bytes, size_t elem_size, int nranks,
   int hierarchical = mpiar__topology_is_hierarchical(topo);
   for (int i = 0; i < mpiar__algorithm_count; i++) {
     const mpiar__algorithm_t *entry = &mpiar__algorithms[i];
-    if ((entry->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
+    if (((entry->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) ||
+        (entry->flags & MPIAR__ALG_MANUAL)) {
       continue;
     }
     const mpiar__algorithm_t *a =

@@ -17,7 +17,14 @@
 #include "reduce_kernels/kernels.h"
 #include "sim/sim.h"
 
-enum { EV_DONE = 0, EV_XFER_END = 1 };
+enum {
+  EV_DONE = 0,
+  EV_XFER_END = 1,
+  EV_NET_START = 2,  /* routed: a message enters the network (gid: its SEND) */
+  EV_NET_RATES = 3,  /* routed: recompute the rates after entries at this time */
+  EV_NET_FINISH = 4, /* routed: the next message leaves (gid: the rates' version) */
+  EV_NET_DELIVER = 5 /* routed: a message arrives (gid: its SEND) */
+};
 
 typedef struct event {
   double t;
@@ -77,6 +84,19 @@ typedef struct sim {
   /* data */
   unsigned char **in, **out, **tmp, **orig;
   uint8_t **out_init, **tmp_init;
+  /* routed network (sim.h, "Routed networks"): messages in flight, link state */
+  const mpiar__network_t *net;
+  int nlinks, max_hops;
+  double *link_cap, *link_rem, *link_bytes;
+  int *link_cnt;
+  int64_t *flow_gid;
+  double *flow_left, *flow_rate;
+  int *flow_route, *flow_hops;
+  uint8_t *flow_frozen;
+  int nflows, flow_cap;
+  double net_last;     /* when flow_left was last brought up to date */
+  int64_t net_version; /* the rates' version; a FINISH event of an older one is stale */
+  int rates_pending;   /* an EV_NET_RATES is queued for this time */
 } sim_t;
 
 static int fail(sim_t *m, const char *fmt, ...) MPIAR__PRINTF(2, 3);
@@ -360,6 +380,9 @@ static int make_ready(sim_t *m, int64_t gid, double t) {
       s->tail = gid;
       s->kind = MPIAR__STEP_SEND;
     }
+    if (m->net != NULL) {
+      return push(m, EV_NET_START, t + m->cfg->cost.alpha, gid);
+    }
     int q, d;
     ports_of(m, r, st->peer, &q, &d);
     m->pnext[gid] = -1;
@@ -490,6 +513,229 @@ static int xfer_end(sim_t *m, int64_t g) {
     w = nx;
   }
   return 0;
+}
+
+/* ---- routed networks (sim.h, "Routed networks") ---- */
+
+/* Bring every message's remaining bytes up to now at its current rate. */
+static void net_advance(sim_t *m) {
+  const double dt = m->now - m->net_last;
+  if (dt > 0) {
+    for (int f = 0; f < m->nflows; f++) {
+      m->flow_left[f] -= m->flow_rate[f] * dt;
+    }
+  }
+  m->net_last = m->now;
+}
+
+/*
+ * Max-min fair rates by progressive filling: the link with the least capacity per unfixed
+ * message fixes those messages at that share, which leaves their other links; repeat. Then
+ * queue the next departure.
+ */
+static int net_rates(sim_t *m) {
+  for (int l = 0; l < m->nlinks; l++) {
+    m->link_rem[l] = m->link_cap[l];
+    m->link_cnt[l] = 0;
+  }
+  for (int f = 0; f < m->nflows; f++) {
+    m->flow_frozen[f] = 0;
+    for (int h = 0; h < m->flow_hops[f]; h++) {
+      m->link_cnt[m->flow_route[f * m->max_hops + h]]++;
+    }
+  }
+  int unfixed = m->nflows;
+  while (unfixed > 0) {
+    int best = -1;
+    double share = 0;
+    for (int l = 0; l < m->nlinks; l++) {
+      if (m->link_cnt[l] > 0) {
+        const double s = m->link_rem[l] / m->link_cnt[l];
+        if (best < 0 || s < share) {
+          best = l;
+          share = s;
+        }
+      }
+    }
+    for (int f = 0; f < m->nflows; f++) {
+      const int *route = &m->flow_route[f * m->max_hops];
+      int crosses = 0;
+      for (int h = 0; h < m->flow_hops[f] && !crosses && !m->flow_frozen[f]; h++) {
+        crosses = route[h] == best;
+      }
+      if (!crosses) {
+        continue;
+      }
+      m->flow_frozen[f] = 1;
+      m->flow_rate[f] = share;
+      unfixed--;
+      for (int h = 0; h < m->flow_hops[f]; h++) {
+        m->link_rem[route[h]] -= share;
+        m->link_cnt[route[h]]--;
+      }
+    }
+  }
+  m->net_version++;
+  double next = -1;
+  for (int f = 0; f < m->nflows; f++) {
+    const double t = m->flow_left[f] > 0 ? m->flow_left[f] / m->flow_rate[f] : 0;
+    if (next < 0 || t < next) {
+      next = t;
+    }
+  }
+  return next < 0 ? 0 : push(m, EV_NET_FINISH, m->now + next, m->net_version);
+}
+
+static int net_deliver(sim_t *m, int64_t g) {
+  m->arrived[g] = 1;
+  if (complete(m, g, m->now) != 0) {
+    return -1;
+  }
+  return m->link[g] >= 0 ? complete(m, m->link[g], m->now) : 0;
+}
+
+/* A message enters the network: its route, its traffic, and a rate at this time's recount. */
+static int net_start(sim_t *m, int64_t g) {
+  int r;
+  const mpiar__step_t *st = step_of(m, g, &r);
+  const double bytes = (double)(st->count * m->es);
+  if (m->nflows == m->flow_cap) {
+    const int cap = m->flow_cap ? 2 * m->flow_cap : 256;
+    int64_t *gid = realloc(m->flow_gid, (size_t)cap * sizeof *gid);
+    if (gid != NULL) {
+      m->flow_gid = gid;
+    }
+    double *left = realloc(m->flow_left, (size_t)cap * sizeof *left);
+    if (left != NULL) {
+      m->flow_left = left;
+    }
+    double *rate = realloc(m->flow_rate, (size_t)cap * sizeof *rate);
+    if (rate != NULL) {
+      m->flow_rate = rate;
+    }
+    int *route = realloc(m->flow_route, (size_t)cap * (size_t)m->max_hops * sizeof *route);
+    if (route != NULL) {
+      m->flow_route = route;
+    }
+    int *hops = realloc(m->flow_hops, (size_t)cap * sizeof *hops);
+    if (hops != NULL) {
+      m->flow_hops = hops;
+    }
+    uint8_t *frozen = realloc(m->flow_frozen, (size_t)cap);
+    if (frozen != NULL) {
+      m->flow_frozen = frozen;
+    }
+    if (!gid || !left || !rate || !route || !hops || !frozen) {
+      return fail(m, "out of memory (messages in flight)");
+    }
+    m->flow_cap = cap;
+  }
+  const int f = m->nflows;
+  int *route = &m->flow_route[f * m->max_hops];
+  const int hops = mpiar__network_route(m->net, m->p, r, st->peer, route);
+  m->res->hops_total += (size_t)hops;
+  if (hops > m->res->hops_max) {
+    m->res->hops_max = hops;
+  }
+  for (int h = 0; h < hops; h++) {
+    m->link_bytes[route[h]] += bytes;
+  }
+  if (bytes == 0) {
+    return push(m, EV_NET_DELIVER, m->now + hops * m->net->hop_latency, g);
+  }
+  net_advance(m);
+  m->flow_gid[f] = g;
+  m->flow_left[f] = bytes;
+  m->flow_rate[f] = 0;
+  m->flow_hops[f] = hops;
+  m->nflows++;
+  if (!m->rates_pending) {
+    m->rates_pending = 1;
+    return push(m, EV_NET_RATES, m->now, 0);
+  }
+  return 0;
+}
+
+/* The next departure: messages whose last byte has passed leave, and arrive after their hops. */
+static int net_finish(sim_t *m, int64_t version) {
+  if (version != m->net_version) {
+    return 0;
+  }
+  net_advance(m);
+  int kept = 0;
+  for (int f = 0; f < m->nflows; f++) {
+    const int64_t g = m->flow_gid[f];
+    int r;
+    const mpiar__step_t *st = step_of(m, g, &r);
+    const double bytes = (double)(st->count * m->es);
+    if (m->flow_left[f] <= 1e-9 * bytes) {
+      if (push(m, EV_NET_DELIVER, m->now + m->flow_hops[f] * m->net->hop_latency, g) != 0) {
+        return -1;
+      }
+      continue;
+    }
+    m->flow_gid[kept] = g;
+    m->flow_left[kept] = m->flow_left[f];
+    m->flow_hops[kept] = m->flow_hops[f];
+    memmove(&m->flow_route[kept * m->max_hops], &m->flow_route[f * m->max_hops],
+            (size_t)m->max_hops * sizeof *m->flow_route);
+    kept++;
+  }
+  m->nflows = kept;
+  return net_rates(m);
+}
+
+static int net_event(sim_t *m, const event_t *e) {
+  switch (e->type) {
+  case EV_NET_START:
+    return net_start(m, e->gid);
+  case EV_NET_RATES:
+    m->rates_pending = 0;
+    net_advance(m);
+    return net_rates(m);
+  case EV_NET_FINISH:
+    return net_finish(m, e->gid);
+  default:
+    return net_deliver(m, e->gid);
+  }
+}
+
+/* Link arrays and capacities. @return 0, or -1 without memory. */
+static int net_setup(sim_t *m) {
+  const mpiar__network_t *net = m->net;
+  m->nlinks = mpiar__network_links(net, m->p);
+  m->max_hops = mpiar__network_max_hops(net);
+  if (m->max_hops < 1) {
+    m->max_hops = 1;
+  }
+  m->link_cap = malloc((size_t)m->nlinks * sizeof *m->link_cap);
+  m->link_rem = malloc((size_t)m->nlinks * sizeof *m->link_rem);
+  m->link_bytes = calloc((size_t)m->nlinks, sizeof *m->link_bytes);
+  m->link_cnt = calloc((size_t)m->nlinks, sizeof *m->link_cnt);
+  if (!m->link_cap || !m->link_rem || !m->link_bytes || !m->link_cnt) {
+    return -1;
+  }
+  const double bw = m->cfg->cost.beta > 0 ? 1.0 / m->cfg->cost.beta : 1e300;
+  for (int l = 0; l < m->nlinks; l++) {
+    m->link_cap[l] = bw * mpiar__network_capacity(net, m->p, l);
+  }
+  return 0;
+}
+
+/* The link report of a finished run. */
+static void net_report(sim_t *m) {
+  mpiar__sim_result_t *res = m->res;
+  res->links = m->nlinks;
+  for (int l = 0; l < m->nlinks; l++) {
+    res->link_bytes_total += m->link_bytes[l];
+    if (m->link_bytes[l] > res->link_bytes_max) {
+      res->link_bytes_max = m->link_bytes[l];
+      res->link_busiest = l;
+    }
+  }
+  if (m->cfg->link_bytes != NULL) {
+    memcpy(m->cfg->link_bytes, m->link_bytes, (size_t)m->nlinks * sizeof *m->link_bytes);
+  }
 }
 
 /* ---- setup, inputs and verification ---- */
@@ -803,12 +1049,13 @@ static void free_sim(sim_t *m) {
       free(m->tmp_init[r]);
     }
   }
-  void *arrays[] = {m->sched,     m->base,      m->rank_of,      m->remaining, m->link,
-                    m->mnext,     m->pnext,     m->arrived,      m->payload,   m->port_head,
-                    m->port_tail, m->send_busy, m->recv_busy,    m->waiting,   m->wait_next,
-                    m->wait_head, m->wait_tail, m->compute_free, m->table,     m->heap,
-                    m->in,        m->out,       m->tmp,          m->orig,      m->out_init,
-                    m->tmp_init};
+  void *arrays[] = {
+      m->sched,     m->base,      m->rank_of,   m->remaining,  m->link,       m->mnext,
+      m->pnext,     m->arrived,   m->payload,   m->port_head,  m->port_tail,  m->send_busy,
+      m->recv_busy, m->waiting,   m->wait_next, m->wait_head,  m->wait_tail,  m->compute_free,
+      m->table,     m->heap,      m->in,        m->out,        m->tmp,        m->orig,
+      m->out_init,  m->tmp_init,  m->link_cap,  m->link_rem,   m->link_bytes, m->link_cnt,
+      m->flow_gid,  m->flow_left, m->flow_rate, m->flow_route, m->flow_hops,  m->flow_frozen};
   for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
     free(arrays[i]);
   }
@@ -1009,14 +1256,24 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "a topology of %d ranks for %d ranks",
                         cfg->topology->nranks, cfg->nranks);
   }
+  if (cfg->network != NULL &&
+      (cfg->topology != NULL || (mpiar__network_nodes(cfg->network) != 0 &&
+                                 mpiar__network_nodes(cfg->network) != cfg->nranks))) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "a routed network needs no topology and, for a torus, one rank per node "
+                        "(%d nodes, %d ranks)",
+                        mpiar__network_nodes(cfg->network), cfg->nranks);
+  }
   m->topo = cfg->topology;
+  m->net = cfg->network;
   m->nports = m->p + (m->topo != NULL ? m->topo->nnodes : 0);
   if (cfg->data) {
     MPIAR__CHECK(mpiar__kernels_init());
   }
   const int p = m->p;
   m->nreps = p;
-  if (cfg->quotient && !cfg->data && p > 1) {
+  if (cfg->quotient && !cfg->data && p > 1 && m->net == NULL &&
+      !(cfg->algorithm->flags & MPIAR__ALG_NO_QUOTIENT)) {
     MPIAR__CHECK(find_symmetry(m));
   }
   const int nreps = m->nreps;
@@ -1098,6 +1355,9 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
       !m->wait_next || !m->wait_head || !m->wait_tail || !m->compute_free || !m->table) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation of %lld steps", (long long)m->nsteps);
   }
+  if (m->net != NULL && net_setup(m) != 0) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "links of the network for %d ranks", p);
+  }
   if (cfg->data && setup_data(m) != 0) {
     MPIAR__FAIL(MPIAR_ERR_NOMEM, "simulation buffers for %d ranks x %zu elements", p, cfg->count);
   }
@@ -1123,8 +1383,10 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
     m->now = e.t;
     if (e.type == EV_DONE) {
       complete(m, e.gid, e.t);
-    } else {
+    } else if (e.type == EV_XFER_END) {
       xfer_end(m, e.gid);
+    } else {
+      net_event(m, &e);
     }
   }
   if (m->failed) {
@@ -1158,6 +1420,9 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
            r, st->peer, st->tag);
       goto cleanup;
     }
+  }
+  if (m->net != NULL) {
+    net_report(m);
   }
   if (cfg->data) {
     verify(m);

@@ -21,6 +21,19 @@
  * one writing, not ordered by dependencies), results that differ between ranks (bitwise) and
  * results that differ from a reference (integers exactly, floats within a tolerance, or every bit
  * of a given expected result).
+ *
+ * Routed networks (cfg.network, network.h: a torus or a fat tree, one rank per node): instead of
+ * ports, a message crosses the directed links of its route. It enters the network alpha after
+ * its SEND is ready, then shares every link it crosses with the other messages in flight there:
+ * the rates are max-min fair (progressive filling: the link with the smallest capacity per
+ * message fixes the rate of its messages, which is taken off the other links they cross, and so
+ * on), recomputed whenever a message enters or leaves, a link carrying 1 / beta bytes per second
+ * times its capacity. A message leaves when its last byte has passed, and arrives hop_latency
+ * per link crossed later. So alone it takes alpha + bytes beta + hops hop_latency, and k equal
+ * messages through one link k times the bytes term. A node has no port limit of its own: it
+ * drives all its links at once (a torus node has 2 d of them, a fat-tree host one each way).
+ * The two directions of a link are independent. Reductions cost gamma per byte as above. The
+ * result reports the bytes each link carried, the busiest link and the hops.
  */
 #ifndef MPIAR_SIM_H
 #define MPIAR_SIM_H
@@ -30,6 +43,7 @@
 
 #include "algorithms/algorithms.h"
 #include "mpiar_types.h"
+#include "sim/network.h"
 
 typedef enum mpiar__sim_collective {
   MPIAR__SIM_ALLREDUCE = 0,
@@ -72,6 +86,13 @@ typedef struct mpiar__sim_config {
   /* 0, or the most steps the simulated ranks may hold in all: a larger run is refused with
    * MPIAR_ERR_UNSUPPORTED before its memory is taken (sweeps over huge rank counts). */
   double max_steps;
+  /*
+   * Optional routed network ("Routed networks" above; NULL: the port model). Owned by the
+   * caller; excludes a topology; a torus must have nranks nodes. No quotient simulation.
+   */
+  const mpiar__network_t *network;
+  /* With a network, optional: mpiar__network_links() entries, filled with each link's bytes. */
+  double *link_bytes;
 } mpiar__sim_config_t;
 
 /*
@@ -82,7 +103,7 @@ typedef struct mpiar__sim_config {
 #define MPIAR__SIM_CONFIG_INIT                                                        \
   {                                                                                   \
     NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
-        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, 0, 0                     \
+        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, 0, 0, NULL, NULL         \
   }
 
 typedef struct mpiar__sim_result {
@@ -105,6 +126,13 @@ typedef struct mpiar__sim_result {
   double max_error;               /* floats: largest error relative to the tolerance scale */
   int reps;                       /* ranks simulated: nranks, or the representatives */
   char symmetry[48];              /* the symmetry used ("" when every rank ran) */
+  /* With a network: link traffic and routes (0 without one). */
+  int links;               /* directed links */
+  double link_bytes_max;   /* bytes the busiest link carried */
+  int link_busiest;        /* its index (mpiar__network_link_name) */
+  double link_bytes_total; /* bytes over all links (a message counts once per link) */
+  size_t hops_total;       /* links crossed, summed over messages */
+  int hops_max;            /* the longest route of a message */
 } mpiar__sim_result_t;
 
 /*
@@ -119,7 +147,8 @@ typedef struct mpiar__sim_result {
  * one): the rotations r -> r + jK (mod p) and, when p and K are powers of two, the maps
  * r -> r XOR jK; the representatives are ranks 0 .. K-1. A group is used only if every
  * generator maps sampled ranks' schedules onto each other step for step (kind, size, tag,
- * dependencies, peers); otherwise every rank runs. tests/sim/test_sim_quotient.c holds the
+ * dependencies, peers), and not for algorithms flagged MPIAR__ALG_NO_QUOTIENT or on a routed
+ * network; otherwise every rank runs. tests/sim/test_sim_quotient.c holds the
  * quotient's time equal to the full simulation's for every algorithm on many shapes.
  */
 

@@ -1,0 +1,392 @@
+/*
+ * Algorithm: Swing (bandwidth-optimal "swing" and latency-optimal "swing_latency")
+ *
+ * Reference: D. De Sensi, T. Bonato, D. Saam, T. Hoefler, "Swing: Short-cutting Rings for Higher
+ * Bandwidth Allreduce", NSDI '24 (arXiv:2401.09356).
+ *
+ * Over p' = 2^L ranks, rank v talks in step s (0 <= s < L) to
+ *   pi(v, s) = v + rho(s) (mod p') for even v,  v - rho(s) (mod p') for odd v,
+ *   rho(s) = sum_{i <= s} (-2)^i = 1, -1, 3, -5, 11, -21, ...
+ * so the peer swings between the two sides of v at distances |rho(s)| = 1, 1, 3, 5, 11, 21, ...
+ * (about 2^(s+1) / 3 instead of recursive doubling's 2^s). On a ring or torus of p' nodes in rank
+ * order a message of step s crosses |rho(s)| links instead of 2^s: the same steps and bytes as
+ * recursive doubling and Rabenseifner, fewer hops, hence less traffic per link (the paper's point;
+ * mpiar-sim --topology torus:... measures it).
+ *
+ * The sets R(v, s) = {v} at s = L, R(v, s+1) u R(pi(v, s), s+1) below (the ranks v reaches through
+ * steps s .. L-1) are disjoint halves of each other's union and nested: every member of R(v, s)
+ * has the same R(., s). (The forward sets, through steps 0 .. s, are not nested from p' = 8 on:
+ * after two steps rank 0 has combined {0, 1, 6, 7} and rank 1 {0, 1, 2, 3}.)
+ *
+ * swing (bandwidth-optimal): reduce-scatter in steps s = 0 .. L-1, then allgather in steps
+ * L-1 .. 0, with the paper's peers. The p' blocks are laid out so that every R(v, s) is one
+ * contiguous range of blocks (the half holding the smaller rank first), so each step sends one
+ * contiguous range: in step s rank v keeps the half of its range for R(v, s+1) and sends the
+ * other half, R(pi(v, s), s+1)'s, to pi(v, s). Each block is reduced by one chain of ranks and
+ * copied to the others, so every rank has the same bits. This is Rabenseifner's schedule with
+ * the Swing peers and block order (the paper sends the same blocks, in scattered pieces).
+ *
+ * swing_latency (latency-optimal): L full-vector exchanges, both partners reduce. The steps run
+ * in the order s = L-1 .. 0 (distances ..., 5, 3, 1, 1): the groups merged are then the nested
+ * R(v, s), so both partners and every member of a group combine the same partials in the same
+ * order and get the same bits; in the paper's order 0 .. L-1 the groups are not nested (above)
+ * and ranks would compute different floating sums. The steps and distances are the paper's, so
+ * the cost is the same in any model that prices a step by its distance.
+ *
+ * Operand order: every reduction puts the partial of the group holding the smaller rank in
+ * operand a (groups are disjoint, so rank 0's data is always first: its NaN payload wins).
+ *
+ * Restrictions: none; any count (blocks may be empty), in place or not. Not an automatic
+ * candidate (MPIAR__ALG_MANUAL): named only, until measured. MPIAR__ALG_NO_QUOTIENT: on two
+ * levels a node's ranks meet peers on two other nodes in one step, whose messages queue at the
+ * node port in an order the quotient simulation cannot mirror, so the simulator runs every rank.
+ * Multi-dimensional Swing (one dimension per step, cycling) is not built; on a torus the 1-D
+ * peers are used in rank order.
+ *
+ * Non-power-of-two p (rem = p - p'): the fold of recursive doubling, for both variants. Among the
+ * first 2 rem ranks each even rank sends its whole vector to the odd rank above it, which reduces
+ * (the even rank's data in operand a) and takes part as virtual rank r/2; ranks from 2 rem on are
+ * virtual rank r - rem; the result goes back at the end. The paper instead runs ceil(log2 p)
+ * steps and prunes blocks sent twice; that is not built here.
+ *
+ * Memory: swing: scratch for one half vector (ceil(n/2) elements), n with a fold; swing_latency:
+ * n elements. No up-front copy: the first reduction reads INPUT; out of place the bandwidth
+ * variant's first receive lands in OUTPUT (as Rabenseifner's).
+ *
+ * Cost (alpha per message, beta per byte, gamma per byte reduced, n bytes, L = log2 p'):
+ *   swing:          2 L alpha + 2 (p'-1)/p' n beta + (p'-1)/p' n gamma
+ *   swing_latency:  L (alpha + n beta + n gamma)
+ *   p not a power of two, both: + (alpha + n beta + n gamma) + (alpha + n beta)   (fold, return)
+ * Without a topology the simulator's critical path equals them for powers of two, and for
+ * swing_latency at every p; swing with a fold is slower than its formula (up to 1.42x where
+ * alphas dominate: the folded ranks start late and ranks ahead of them queue on their receive
+ * ports in later steps), the formula being the model's estimate there (tests/sim/test_sim_swing.c).
+ * Two levels: on one node, or one rank per node, the formulas with that level's alpha
+ * and beta; otherwise a step-synchronous estimate as for Rabenseifner (each step the slower of an
+ * intra-node message and the busiest node port; tests/sim/test_sim_hier_cost.c holds it to 50 %).
+ * Bytes sent per rank: 2 (p'-1)/p' n (the allreduce lower bound at powers of two) and L n. The flat
+ * model cannot tell Swing from Rabenseifner or recursive doubling; the routed torus model can
+ * (docs/algorithms.md).
+ *
+ * Tags: 0 the fold, 1 + j the j-th exchange (reduce-scatter, then allgather), 1 + 2L the return.
+ */
+#include "algorithms/algorithms.h"
+#include "algorithms/util.h"
+#include "base/common.h"
+
+/* rho(s) = sum_{i <= s} (-2)^i = (1 - (-2)^(s+1)) / 3. */
+static long swing_rho(int s) {
+  long t = 1, sum = 0;
+  for (int i = 0; i <= s; i++) {
+    sum += t;
+    t *= -2;
+  }
+  return sum;
+}
+
+/* The peer of virtual rank v in step s over P ranks. */
+static int swing_peer(int v, int s, int P) {
+  const long d = v % 2 == 0 ? swing_rho(s) : -swing_rho(s);
+  return (int)((((long)v + d) % P + P) % P);
+}
+
+/* min R(v, s): the smallest rank v reaches through steps s .. L-1 (2^(L-s) evaluations). */
+static int reach_min(int v, int s, int L, int P) {
+  if (s >= L) {
+    return v;
+  }
+  const int a = reach_min(v, s + 1, L, P), b = reach_min(swing_peer(v, s, P), s + 1, L, P);
+  return a < b ? a : b;
+}
+
+/* min H(v, s): the smallest rank whose data v has combined through steps 0 .. s (v at s < 0). */
+static int forward_min(int v, int s, int P) {
+  if (s < 0) {
+    return v;
+  }
+  const int a = forward_min(v, s - 1, P), b = forward_min(swing_peer(v, s, P), s - 1, P);
+  return a < b ? a : b;
+}
+
+/* The real rank of virtual rank w after the fold. */
+static int real_rank(int w, int rem) {
+  return w < rem ? 2 * w + 1 : w + rem;
+}
+
+/*
+ * The fold of non-powers of two. Sets *v to this rank's virtual rank and returns 1 when the rank
+ * sits out (its schedule is complete); *last and *in_out describe OUTPUT for a rank that goes on.
+ */
+static int fold(mpiar__schedule_t *s, int rem, int tag_post, int *v, long *last, int *in_out,
+                int *rc_out) {
+  const int r = s->rank;
+  const size_t n = s->count;
+  int rc = MPIAR_SUCCESS;
+  long id = -1;
+  *v = r - rem;
+  if (r < 2 * rem && r % 2 == 0) {
+    long snd;
+    MPIAR__STEP(snd, mpiar__sched_send(s, r + 1, 0, mpiar__own(s, 0), n, NULL, 0));
+    const long deps[] = {s->in_place ? snd : -1}; /* the result overwrites what the send reads */
+    MPIAR__STEP(id, mpiar__sched_recv(s, r + 1, tag_post, mpiar__out(0), n, deps, 1));
+    *rc_out = MPIAR_SUCCESS;
+    return 1;
+  }
+  if (r < 2 * rem) {
+    long rcv;
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, r - 1, 0, mpiar__scratch(0), n, NULL, 0));
+    const long deps[] = {rcv};
+    MPIAR__STEP(*last, mpiar__sched_reduce(s, mpiar__out(0), mpiar__scratch(0), mpiar__own(s, 0), n,
+                                           deps, 1));
+    *in_out = 1;
+    *v = r / 2;
+  }
+cleanup:
+  *rc_out = rc;
+  return rc != MPIAR_SUCCESS;
+}
+
+/* Return the result to the folded even rank below. */
+static int unfold(mpiar__schedule_t *s, int rem, int tag_post, const long *deps, size_t ndeps) {
+  if (s->rank >= 2 * rem) {
+    return MPIAR_SUCCESS;
+  }
+  const long id = mpiar__sched_send(s, s->rank - 1, tag_post, mpiar__out(0), s->count, deps, ndeps);
+  return id < 0 ? (int)id : MPIAR_SUCCESS;
+}
+
+int mpiar__build_swing_latency(mpiar__schedule_t *s) {
+  const int p = s->nranks;
+  const size_t n = s->count;
+  int rc = MPIAR_SUCCESS;
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
+    return MPIAR_SUCCESS;
+  }
+  s->scratch_elems = n;
+  const int P = mpiar__pof2_floor(p), rem = p - P, L = mpiar__log2i(P);
+  const int tag_post = 1 + L;
+  int v = 0, in_out = 0;
+  long last = -1;
+  if (fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
+    return rc;
+  }
+  for (int j = 0; j < L; j++) {
+    const int st = L - 1 - j; /* the paper's step, largest distance first (header) */
+    const int w = swing_peer(v, st, P), peer = real_rank(w, rem);
+    const mpiar__operand_t cur = in_out ? mpiar__out(0) : mpiar__own(s, 0);
+    long snd, rcv;
+    const long sdeps[] = {last};
+    MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + j, cur, n, sdeps, 1));
+    /* The scratch vector is free once the previous reduction has read it. */
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + j, mpiar__scratch(0), n, sdeps, 1));
+    /* The reduction overwrites OUTPUT, which the send may be reading. */
+    const long rdeps[] = {rcv, (in_out || s->in_place) ? snd : -1};
+    if (reach_min(v, st + 1, L, P) < reach_min(w, st + 1, L, P)) {
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(0), cur, mpiar__scratch(0), n, rdeps, 2));
+    } else {
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(0), mpiar__scratch(0), cur, n, rdeps, 2));
+    }
+    in_out = 1;
+  }
+  MPIAR__CHECK(mpiar__sched_mark_final(s, last));
+  const long deps[] = {last};
+  MPIAR__CHECK(unfold(s, rem, tag_post, deps, 1));
+cleanup:
+  return rc;
+}
+
+/* A send of the reduce-scatter and the memory it reads (the allgather's receives wait for it). */
+typedef struct rs_send {
+  long id;
+  mpiar__operand_t src;
+  size_t len;
+} rs_send_t;
+
+/*
+ * The allgather: steps L-1 .. 0, the range of R(v, s+1) ([lo[s+1], hi[s+1]) blocks) sent to the
+ * peer, the sibling range received, after every reduction and receive that wrote what is sent.
+ */
+static int allgather(mpiar__schedule_t *s, int v, int rem, int L, int P, const int *lo,
+                     const int *hi, const rs_send_t *sends, int nsends, long last) {
+  const size_t n = s->count;
+  int rc = MPIAR_SUCCESS;
+  long written[64 + 1];
+  int nwritten = 0;
+  written[nwritten++] = last;
+  for (int j = 0; j < L; j++) {
+    const int st = L - 1 - j;
+    const int peer = real_rank(swing_peer(v, st, P), rem);
+    const int plo = lo[st + 1] == lo[st] ? hi[st + 1] : lo[st];
+    const int phi = plo + (hi[st + 1] - lo[st + 1]);
+    const size_t off = mpiar__block_off(n, P, lo[st + 1]);
+    const size_t len = mpiar__block_off(n, P, hi[st + 1]) - off;
+    const size_t poff = mpiar__block_off(n, P, plo);
+    const size_t plen = mpiar__block_off(n, P, phi) - poff;
+    long snd, rcv;
+    MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + L + j, mpiar__out(off), len, written,
+                                       (size_t)nwritten));
+    /* The received range was given away while halving: wait for the sends that read it. */
+    long deps[64];
+    int nd = 0;
+    for (int i = 0; i < nsends; i++) {
+      if (sends[i].src.buf == MPIAR__BUF_OUTPUT && sends[i].len > 0 && plen > 0 &&
+          sends[i].src.off < poff + plen && poff < sends[i].src.off + sends[i].len) {
+        deps[nd++] = sends[i].id;
+      }
+    }
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen, nd ? deps : NULL,
+                                       (size_t)nd));
+    written[nwritten++] = rcv;
+    (void)snd;
+  }
+  return unfold(s, rem, 1 + 2 * L, written, (size_t)nwritten);
+cleanup:
+  return rc;
+}
+
+int mpiar__build_swing(mpiar__schedule_t *s) {
+  const int p = s->nranks;
+  const size_t n = s->count;
+  int rc = MPIAR_SUCCESS;
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
+    return MPIAR_SUCCESS;
+  }
+  const int P = mpiar__pof2_floor(p), rem = p - P, L = mpiar__log2i(P);
+  const size_t h = mpiar__block_off(n, P, P / 2);
+  s->scratch_elems = rem > 0 ? n : (h > n - h ? h : n - h);
+  int v = 0, in_out = 0;
+  long last = -1;
+  if (fold(s, rem, 1 + 2 * L, &v, &last, &in_out, &rc)) {
+    return rc;
+  }
+  /* lo[s], hi[s]: the blocks of R(v, s), the range this rank holds before step s. */
+  int lo[32], hi[32];
+  rs_send_t sends[32];
+  int nsends = 0;
+  lo[0] = 0;
+  hi[0] = P;
+  /* min of the ranks whose data this rank's partial holds (the forward group), for operand a. */
+  int have_min = v;
+  for (int st = 0; st < L; st++) {
+    const int w = swing_peer(v, st, P), peer = real_rank(w, rem);
+    const int mid = lo[st] + (hi[st] - lo[st]) / 2;
+    const int keep_low = reach_min(v, st + 1, L, P) < reach_min(w, st + 1, L, P);
+    lo[st + 1] = keep_low ? lo[st] : mid;
+    hi[st + 1] = keep_low ? mid : hi[st];
+    const int glo = keep_low ? mid : lo[st], ghi = keep_low ? hi[st] : mid;
+    const size_t koff = mpiar__block_off(n, P, lo[st + 1]);
+    const size_t klen = mpiar__block_off(n, P, hi[st + 1]) - koff;
+    const size_t goff = mpiar__block_off(n, P, glo), glen = mpiar__block_off(n, P, ghi) - goff;
+    const mpiar__operand_t gsrc = in_out ? mpiar__out(goff) : mpiar__own(s, goff);
+    const mpiar__operand_t kcur = in_out ? mpiar__out(koff) : mpiar__own(s, koff);
+    long snd, rcv;
+    const long deps[] = {last};
+    MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + st, gsrc, glen, deps, 1));
+    sends[nsends].id = snd;
+    sends[nsends].src = gsrc;
+    sends[nsends++].len = glen;
+    /* Out of place, before the first reduction OUTPUT is empty: receive there (Rabenseifner). */
+    const mpiar__operand_t landing = (in_out || s->in_place) ? mpiar__scratch(0) : mpiar__out(koff);
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + st, landing, klen, deps, 1));
+    /* The partner's partial holds its forward group through step st-1: compare the minima. */
+    const int peer_min = forward_min(w, st - 1, P);
+    const long ddeps[] = {rcv};
+    if (have_min < peer_min) {
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(koff), kcur, landing, klen, ddeps, 1));
+    } else {
+      MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(koff), landing, kcur, klen, ddeps, 1));
+    }
+    have_min = have_min < peer_min ? have_min : peer_min;
+    in_out = 1;
+  }
+  MPIAR__CHECK(mpiar__sched_mark_final(s, last));
+  MPIAR__CHECK(allgather(s, v, rem, L, P, lo, hi, sends, nsends, last));
+cleanup:
+  return rc;
+}
+
+/* The fold's extra time: the whole vector in, reduced, and the result back. */
+static double fold_cost(int nranks, double n, const mpiar__cost_params_t *c) {
+  if (mpiar__pof2_floor(nranks) == nranks) {
+    return 0.0;
+  }
+  return c->alpha + n * (c->beta + c->gamma) + c->alpha + n * c->beta;
+}
+
+/* One round of the Swing pattern for the two-level estimate: step st over the virtual ranks. */
+typedef struct swing_round {
+  int P, rem, st;
+} swing_round_t;
+
+static int swing_round_peer(int rank, const void *arg) {
+  const swing_round_t *x = arg;
+  if (rank < 2 * x->rem && rank % 2 == 0) {
+    return -1; /* folded away */
+  }
+  const int v = rank < 2 * x->rem ? rank / 2 : rank - x->rem;
+  return real_rank(swing_peer(v, x->st, x->P), x->rem);
+}
+
+/*
+ * Two levels, a step-synchronous estimate as for Rabenseifner: each step costs its round time
+ * on the topology (the slower of an intra-node message and the busiest node port) plus its
+ * reduction; the fold and the return are rounds between the pairs (2i, 2i+1).
+ */
+static double cost_two_level(int nranks, double n, const mpiar__cost_params_t *c,
+                             const mpiar__topology_t *topo, int latency) {
+  const int P = mpiar__pof2_floor(nranks), L = mpiar__log2i(P);
+  swing_round_t x = {P, nranks - P, 0};
+  mpiar__round_load_t load;
+  double t = 0.0;
+  for (int st = 0; st < L; st++) {
+    x.st = st;
+    mpiar__round_load(topo, swing_round_peer, &x, &load);
+    if (latency) {
+      t += mpiar__round_time(&load, c, n) + n * c->gamma;
+    } else {
+      const double half = n / (double)(2 << st);
+      t += 2 * mpiar__round_time(&load, c, half) + half * c->gamma;
+    }
+  }
+  if (x.rem > 0) {
+    mpiar__xor_pattern_t pairs = {P, x.rem, 0};
+    mpiar__round_load(topo, mpiar__xor_peer, &pairs, &load);
+    t += 2 * mpiar__round_time(&load, c, n) + n * c->gamma;
+  }
+  return t;
+}
+
+static double cost(int nranks, size_t bytes, const mpiar__cost_params_t *c,
+                   const mpiar__topology_t *topo, int latency) {
+  if (nranks <= 1 || bytes == 0) {
+    return 0.0;
+  }
+  const int P = mpiar__pof2_floor(nranks);
+  const double n = (double)bytes, q = P;
+  mpiar__cost_params_t k;
+  if (!mpiar__cost_one_level(topo, c, &k)) {
+    return cost_two_level(nranks, n, c, topo, latency);
+  }
+  const double steps = latency ? mpiar__log2i(P) * (k.alpha + n * k.beta + n * k.gamma)
+                               : 2 * mpiar__log2i(P) * k.alpha + 2 * (q - 1) / q * n * k.beta +
+                                     (q - 1) / q * n * k.gamma;
+  return steps + fold_cost(nranks, n, &k);
+}
+
+double mpiar__cost_swing(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                         const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
+  (void)elem_size;
+  (void)segment_bytes;
+  return cost(nranks, bytes, c, topo, 0);
+}
+
+double mpiar__cost_swing_latency(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                 const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
+  (void)elem_size;
+  (void)segment_bytes;
+  return cost(nranks, bytes, c, topo, 1);
+}
