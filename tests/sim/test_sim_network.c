@@ -53,7 +53,8 @@ static int build_pattern(mpiar__schedule_t *s) {
   return MPIAR_SUCCESS;
 }
 
-static const mpiar__algorithm_t pattern = {"pattern", build_pattern, NULL, 0, "test"};
+static const mpiar__algorithm_t pattern = {
+    .name = "pattern", .build = build_pattern, .summary = "test"};
 
 static mpiar__sim_result_t run(const char *spec, int p, const mpiar__algorithm_t *alg, size_t count,
                                int data, double *links) {
