@@ -48,6 +48,9 @@ static void choose(const train_config_t *c, const mpiar__topology_t *tp, size_t 
     if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !mpiar__topology_is_hierarchical(tp)) {
       continue; /* its flat equivalent is in the registry */
     }
+    if (a->flags & MPIAR__ALG_MANUAL) {
+      continue; /* not an automatic candidate: the library's selector skips it too */
+    }
     const int nseg = (a->flags & MPIAR__ALG_SEGMENTED) ? mpiar__tuning_nsegments : 0;
     for (int k = -1; k < nseg; k++) {
       const size_t s = k < 0 ? 0 : mpiar__tuning_segments[k];

@@ -150,6 +150,25 @@ double mpiar__cost_hier_recursive_doubling(int nranks, size_t bytes, size_t elem
                                            const mpiar__topology_t *topo);
 
 /*
+ * Catalogue algorithms (flag MPIAR__ALG_MANUAL: run when named, not chosen by the model yet).
+ * double_binary_tree: two complementary binary trees, each reducing and broadcasting half of the
+ * vector, pipelined in segments (double_binary_tree.c). direct: every block straight to its owner
+ * and back, p-1 messages out and p-1 in per phase (direct.c). torus_2d: ring reduce-scatter along
+ * the rows of a logical grid, ring allreduce along its columns, ring allgather along the rows
+ * (torus_2d.c).
+ */
+int mpiar__build_double_binary_tree(mpiar__schedule_t *s);
+int mpiar__build_direct(mpiar__schedule_t *s);
+int mpiar__build_torus_2d(mpiar__schedule_t *s);
+double mpiar__cost_double_binary_tree(int nranks, size_t bytes, size_t elem_size,
+                                      size_t segment_bytes, const mpiar__cost_params_t *c,
+                                      const mpiar__topology_t *topo);
+double mpiar__cost_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                          const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_torus_2d(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                            const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+
+/*
  * Research variants: built and simulated (mpiar-sim --algorithm NAME, tests/sim) but not offered
  * to the selector or to users. rabenseifner_fold is Rabenseifner with the whole-vector fold for
  * non-power-of-two p, kept to show that the registered half-vector pre-step is never slower.
@@ -195,8 +214,8 @@ double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, siz
  * selected by name, environment, tuning or `auto`) for @p nranks ranks and @p dtype: @p alg
  * itself where it already yields the canonical order (integer types, where every order gives the
  * same bits; p <= 2 for the flat algorithms, which all compute x0 op x1; recursive_doubling and
- * the repro_* builders for every p), else its reproducible replacement (ring -> repro_direct,
- * keeping the segment size; rabenseifner, rabenseifner_fold -> repro_rabenseifner; any other
+ * the repro_* builders for every p), else its reproducible replacement (ring, direct ->
+ * repro_direct, keeping the segment size; rabenseifner, rabenseifner_fold -> repro_rabenseifner; any other
  * algorithm, e.g. a hierarchical one: repro_direct when it is segmented, else
  * repro_rabenseifner). Never NULL for a non-NULL @p alg.
  */

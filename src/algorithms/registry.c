@@ -30,6 +30,16 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
      "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
      "named only"},
+    {"double_binary_tree", mpiar__build_double_binary_tree, mpiar__cost_double_binary_tree,
+     MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
+     "two complementary binary trees, each reducing and broadcasting half, pipelined in segments; "
+     "full bandwidth with log2(p) depth"},
+    {"direct", mpiar__build_direct, mpiar__cost_direct, MPIAR__ALG_MANUAL,
+     "every block straight to its owner, reduced there, straight back; p-1 messages out and in "
+     "per phase; small p"},
+    {"torus_2d", mpiar__build_torus_2d, mpiar__cost_torus_2d, MPIAR__ALG_MANUAL,
+     "ring reduce-scatter along the rows of the most square grid, ring allreduce along its "
+     "columns, ring allgather along the rows; 2(R+C-2) messages"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 

@@ -20,7 +20,9 @@ const mpiar__algorithm_t *mpiar__algorithm_reproducible(const mpiar__algorithm_t
   }
   const mpiar__builder_fn b = alg->build;
   const int flat = b == mpiar__build_ring || b == mpiar__build_rabenseifner ||
-                   b == mpiar__build_rabenseifner_fold || b == mpiar__build_recursive_doubling;
+                   b == mpiar__build_rabenseifner_fold || b == mpiar__build_recursive_doubling ||
+                   b == mpiar__build_double_binary_tree || b == mpiar__build_direct ||
+                   b == mpiar__build_torus_2d;
   const int canonical = b == mpiar__build_recursive_doubling || b == mpiar__build_repro_direct ||
                         b == mpiar__build_repro_rabenseifner || b == mpiar__build_repro_halving;
   /* Two ranks: every flat builder reduces each element as x0 op x1, the canonical tree. */
@@ -30,7 +32,8 @@ const mpiar__algorithm_t *mpiar__algorithm_reproducible(const mpiar__algorithm_t
   if (b == mpiar__build_rabenseifner || b == mpiar__build_rabenseifner_fold) {
     return mpiar__algorithm_find_any("repro_rabenseifner");
   }
-  if (b == mpiar__build_ring || (alg->flags & MPIAR__ALG_SEGMENTED)) {
+  /* direct: the same direct reduce-scatter, reduced in the canonical tree. */
+  if (b == mpiar__build_ring || b == mpiar__build_direct || (alg->flags & MPIAR__ALG_SEGMENTED)) {
     return mpiar__algorithm_find_any("repro_direct");
   }
   return mpiar__algorithm_find_any("repro_rabenseifner");
