@@ -112,19 +112,24 @@ static int known_algorithm(char *name, const char **base, size_t *segment, int *
       return 0;
     }
   }
-  int n = mpiar_algorithm_count();
+  /* The registry's name, with its parameter if it takes one ("recursive_multiplying/k=3"). */
+  char reg[96];
   size_t len = seg ? (size_t)(seg - name) : strlen(name);
-  for (int i = 0; i < n; i++) {
-    const char *r = mpiar_algorithm_name(i);
-    if (r != NULL && strlen(r) == len && strncmp(r, name, len) == 0) {
-      const mpiar__algorithm_t *a = mpiar__algorithm_find(r);
-      if (seg != NULL && !(a->flags & MPIAR__ALG_SEGMENTED)) {
-        snprintf(err, errlen, "-a: '%s': %s takes no segment", name, r);
-        return 0;
-      }
-      *base = r;
-      return 1;
+  snprintf(reg, sizeof reg, "%.*s", (int)(len < sizeof reg ? len : sizeof reg - 1), name);
+  const mpiar__algorithm_t *a = len < sizeof reg ? mpiar__algorithm_find(reg) : NULL;
+  if (a != NULL) {
+    if (seg != NULL && !(a->flags & MPIAR__ALG_SEGMENTED)) {
+      snprintf(err, errlen, "-a: '%s': %s takes no segment", name, a->name);
+      return 0;
     }
+    *base = a->name;
+    return 1;
+  }
+  if (strchr(reg, '/') != NULL) {
+    char why[512];
+    mpiar__algorithm_explain(reg, why, sizeof why);
+    snprintf(err, errlen, "-a: %.400s", why);
+    return 0;
   }
   char names[256];
   list_algorithms(names, sizeof names);
@@ -225,6 +230,9 @@ int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t 
     int hier = a != NULL && (a->flags & MPIAR__ALG_HIERARCHICAL);
     if (hier && !multi_node) {
       continue; /* its flat equivalent on one node; -a names it anyway */
+    }
+    if (a != NULL && (a->flags & MPIAR__ALG_MANUAL)) {
+      continue; /* not an automatic candidate yet: measured when -a names it */
     }
     /* Segment columns for the flat segmented algorithms; a hierarchical one's segments are
      * asked for by name (-a hier_ring/seg=1M). */

@@ -878,6 +878,11 @@ static int dispatch(opts_t *o, const tool_spec_t *spec) {
   }
   const mpiar__algorithm_t *alg = o->bcast ? mpiar__bcast_algorithm_find(o->algorithm)
                                            : mpiar__algorithm_find_any(o->algorithm);
+  if (alg == NULL && !o->bcast && strchr(o->algorithm, '/') != NULL) {
+    char why[512]; /* NAME/k=N: a value out of range, or a parameter the algorithm lacks */
+    mpiar__algorithm_explain(o->algorithm, why, sizeof why);
+    return tool_usage_error(spec, "--algorithm: %s", why);
+  }
   if (alg == NULL) {
     return tool_usage_error(spec, "--algorithm: unknown algorithm '%s'", o->algorithm);
   }

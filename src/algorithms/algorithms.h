@@ -73,12 +73,28 @@ enum {
   MPIAR__ALG_NO_QUOTIENT = 1u << 3
 };
 
+/*
+ * An integer parameter that is part of an algorithm's name (the radix or fan-out k): the entry
+ * named BASE runs k = def, and "BASE/NAME=V" names the same algorithm with k = V, for
+ * min <= V <= max, written in decimal without leading zeros. Each value is its own entry (the
+ * registry entry for the default, mpiar__algorithm_instances[] for the others), so that a
+ * choice, a plan key, a tuning range and the argument check's algorithm index all carry the
+ * value through the entry they hold.
+ */
+typedef struct mpiar__alg_param {
+  const char *name; /* "k"; NULL: the algorithm takes no parameter */
+  int min, max, def;
+} mpiar__alg_param_t;
+
 typedef struct mpiar__algorithm {
-  const char *name;
+  const char *name; /* BASE for the default value, "BASE/k=V" for an instance */
   mpiar__builder_fn build;
   mpiar__cost_fn cost;
   unsigned flags;
-  const char *summary; /* one line for --help and the docs */
+  const char *summary;      /* one line for --help and the docs */
+  mpiar__alg_param_t param; /* the parameter the name may carry (zero: none) */
+  int value;                /* this entry's value of the parameter (0: none) */
+  const char *base;         /* instances: the registry name they parameterise (NULL otherwise) */
 } mpiar__algorithm_t;
 
 /*
@@ -94,8 +110,29 @@ size_t mpiar__segment_elems(size_t seg_bytes, size_t count, size_t es, int nrank
 extern const mpiar__algorithm_t mpiar__algorithms[];
 extern const int mpiar__algorithm_count;
 
-/* @return the entry named @p name, or NULL. */
+/*
+ * @return the entry named @p name, or NULL. "BASE/k=V" finds BASE's entry for the value V (the
+ * registry entry itself when V is its default); anything else after a '/' finds nothing.
+ */
 const mpiar__algorithm_t *mpiar__algorithm_find(const char *name);
+
+/*
+ * Why @p name names no registry algorithm, in one phrase for an error message that the caller
+ * prefixes with the variable or option (e.g. "unknown algorithm 'x'", "k=9 is outside 2..8 for
+ * recursive_multiplying"); the names the registry offers are listed. Writes at most @p len bytes.
+ */
+void mpiar__algorithm_explain(const char *name, char *buf, size_t len);
+
+/* The non-default values of parameterised entries (see mpiar__alg_param_t). */
+extern const mpiar__algorithm_t mpiar__algorithm_instances[];
+extern const int mpiar__algorithm_instance_count;
+
+/*
+ * A number naming any allreduce entry (registry, research variant, instance), the same on every
+ * rank, for the argument check's signature; mpiar__algorithm_at() inverts it (NULL: none).
+ */
+unsigned mpiar__algorithm_number(const mpiar__algorithm_t *alg);
+const mpiar__algorithm_t *mpiar__algorithm_at(unsigned number);
 
 /* Builders (one file each). */
 int mpiar__build_ring(mpiar__schedule_t *s);
@@ -108,6 +145,27 @@ int mpiar__build_recursive_doubling(mpiar__schedule_t *s);
 static inline int mpiar__rd_stages(size_t bytes) {
   return bytes >= MPIAR__RD_STAGE_MIN_BYTES && bytes < MPIAR__RD_STAGE_MAX_BYTES;
 }
+
+/*
+ * Radix and tree algorithms with a parameter k (mpiar__alg_param_t): one builder and one cost
+ * function per algorithm taking k; the registry binds each value of k to an entry.
+ */
+int mpiar__build_recursive_multiplying_k(mpiar__schedule_t *s, int k);
+double mpiar__cost_recursive_multiplying_k(int k, int nranks, size_t bytes, size_t elem_size,
+                                           size_t segment_bytes, const mpiar__cost_params_t *c,
+                                           const mpiar__topology_t *topo);
+int mpiar__build_radix_rabenseifner_k(mpiar__schedule_t *s, int k);
+double mpiar__cost_radix_rabenseifner_k(int k, int nranks, size_t bytes, size_t elem_size,
+                                        size_t segment_bytes, const mpiar__cost_params_t *c,
+                                        const mpiar__topology_t *topo);
+int mpiar__build_knomial_tree_k(mpiar__schedule_t *s, int k);
+double mpiar__cost_knomial_tree_k(int k, int nranks, size_t bytes, size_t elem_size,
+                                  size_t segment_bytes, const mpiar__cost_params_t *c,
+                                  const mpiar__topology_t *topo);
+int mpiar__build_kary_tree_k(mpiar__schedule_t *s, int k);
+double mpiar__cost_kary_tree_k(int k, int nranks, size_t bytes, size_t elem_size,
+                               size_t segment_bytes, const mpiar__cost_params_t *c,
+                               const mpiar__topology_t *topo);
 
 /*
  * Swing (swing.c; De Sensi et al., NSDI '24): the peer of rank r in step s alternates between

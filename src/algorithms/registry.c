@@ -1,8 +1,43 @@
 /* The one registry of allreduce algorithms (and the small one of broadcast algorithms). */
+#include <stdio.h>
 #include <string.h>
 
 #include "algorithms/algorithms.h"
 #include "base/settings.h"
+
+/*
+ * Parameterised algorithms: one builder and one cost function per value of k, bound here, so
+ * that a registry entry keeps the builder and cost signatures every caller uses.
+ */
+#define K_BIND(alg, k)                                                                        \
+  static int build_##alg##_##k(mpiar__schedule_t *s) {                                        \
+    return mpiar__build_##alg##_k(s, k);                                                      \
+  }                                                                                           \
+  static double cost_##alg##_##k(int p, size_t b, size_t es, size_t sb,                       \
+                                 const mpiar__cost_params_t *c, const mpiar__topology_t *t) { \
+    return mpiar__cost_##alg##_k(k, p, b, es, sb, c, t);                                      \
+  }
+#define K_BIND_ALL(alg)                                                                  \
+  K_BIND(alg, 2)                                                                         \
+  K_BIND(alg, 3) K_BIND(alg, 4) K_BIND(alg, 5) K_BIND(alg, 6) K_BIND(alg, 7) K_BIND(alg, 8)
+K_BIND_ALL(recursive_multiplying)
+K_BIND_ALL(radix_rabenseifner)
+K_BIND_ALL(knomial_tree)
+K_BIND_ALL(kary_tree)
+
+#define RM_PARAM {"k", 2, 8, 4}
+#define RADIX_RAB_PARAM {"k", 2, 8, 4}
+#define KNOMIAL_PARAM {"k", 2, 8, 4}
+#define KARY_PARAM {"k", 2, 8, 2}
+/* An entry for k = V of a parameterised algorithm. */
+#define K_ENTRY(alg, k, flags, param) \
+  {#alg "/k=" #k, build_##alg##_##k, cost_##alg##_##k, flags, NULL, param, k, #alg}
+
+/*
+ * Entries without a parameter end at their summary: the parameter fields (param, value, base)
+ * are zero for them, which is what "no parameter" means.
+ */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 const mpiar__algorithm_t mpiar__algorithms[] = {
     {"ring", mpiar__build_ring, mpiar__cost_ring, MPIAR__ALG_SEGMENTED,
@@ -30,6 +65,22 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
      "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
      "named only"},
+    {"recursive_multiplying", build_recursive_multiplying_4, cost_recursive_multiplying_4,
+     MPIAR__ALG_MANUAL,
+     "full-vector exchange with k-1 partners in ceil(log_k p) rounds (k = 2..8, default 4); small "
+     "messages",
+     RM_PARAM, 4, NULL},
+    {"radix_rabenseifner", build_radix_rabenseifner_4, cost_radix_rabenseifner_4, MPIAR__ALG_MANUAL,
+     "radix-k reduce-scatter + radix-k allgather, k-1 partners per round (k = 2..8, default 4); "
+     "medium and large",
+     RADIX_RAB_PARAM, 4, NULL},
+    {"knomial_tree", build_knomial_tree_4, cost_knomial_tree_4,
+     MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
+     "pipelined reduce to rank 0 then broadcast over a k-nomial tree (k = 2..8, default 4)",
+     KNOMIAL_PARAM, 4, NULL},
+    {"kary_tree", build_kary_tree_2, cost_kary_tree_2, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
+     "pipelined reduce to rank 0 then broadcast over a k-ary tree (k = 2..8, default 2)",
+     KARY_PARAM, 2, NULL},
     {"double_binary_tree", mpiar__build_double_binary_tree, mpiar__cost_double_binary_tree,
      MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
      "two complementary binary trees, each reducing and broadcasting half, pipelined in segments; "
@@ -42,6 +93,36 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "columns, ring allgather along the rows; 2(R+C-2) messages"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
+
+/* The other values of the parameterised entries' k (the registry entry is the default). */
+const mpiar__algorithm_t mpiar__algorithm_instances[] = {
+    K_ENTRY(recursive_multiplying, 2, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(recursive_multiplying, 3, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(recursive_multiplying, 5, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(recursive_multiplying, 6, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(recursive_multiplying, 7, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(recursive_multiplying, 8, MPIAR__ALG_MANUAL, RM_PARAM),
+    K_ENTRY(radix_rabenseifner, 2, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(radix_rabenseifner, 3, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(radix_rabenseifner, 5, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(radix_rabenseifner, 6, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(radix_rabenseifner, 7, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(radix_rabenseifner, 8, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
+    K_ENTRY(knomial_tree, 2, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(knomial_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(knomial_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(knomial_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(knomial_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(knomial_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
+    K_ENTRY(kary_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(kary_tree, 4, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(kary_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(kary_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(kary_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(kary_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+};
+const int mpiar__algorithm_instance_count =
+    (int)(sizeof mpiar__algorithm_instances / sizeof mpiar__algorithm_instances[0]);
 
 const mpiar__algorithm_t mpiar__algorithm_variants[] = {
     {"rabenseifner_fold", mpiar__build_rabenseifner_fold, mpiar__cost_rabenseifner_fold, 0,
@@ -77,8 +158,113 @@ static const mpiar__algorithm_t *find_in(const mpiar__algorithm_t *list, int n, 
   return NULL;
 }
 
+/*
+ * Split "BASE/P=V" into BASE's registry entry, the parameter and its value. @return 1 with
+ * *entry set when BASE is a parameterised entry and P its parameter; *value is V, or -1 when V
+ * is not a decimal of at most 3 digits without a leading zero. 0 for anything else.
+ */
+static int split_param(const char *name, const mpiar__algorithm_t **entry, int *value) {
+  const char *slash = name != NULL ? strchr(name, '/') : NULL;
+  if (slash == NULL) {
+    return 0;
+  }
+  const size_t blen = (size_t)(slash - name);
+  for (int i = 0; i < mpiar__algorithm_count; i++) {
+    const mpiar__algorithm_t *a = &mpiar__algorithms[i];
+    const size_t plen = a->param.name != NULL ? strlen(a->param.name) : 0;
+    if (plen == 0 || strlen(a->name) != blen || strncmp(a->name, name, blen) != 0 ||
+        strncmp(slash + 1, a->param.name, plen) != 0 || slash[1 + plen] != '=') {
+      continue;
+    }
+    const char *d = slash + 2 + plen;
+    const size_t ndig = strspn(d, "0123456789");
+    *entry = a;
+    *value = -1;
+    if (ndig >= 1 && ndig <= 3 && d[ndig] == '\0' && !(d[0] == '0')) {
+      int v = 0;
+      for (size_t j = 0; j < ndig; j++) {
+        v = 10 * v + (d[j] - '0');
+      }
+      *value = v;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 const mpiar__algorithm_t *mpiar__algorithm_find(const char *name) {
-  return find_in(mpiar__algorithms, mpiar__algorithm_count, name);
+  const mpiar__algorithm_t *a = find_in(mpiar__algorithms, mpiar__algorithm_count, name);
+  if (a != NULL) {
+    return a;
+  }
+  int value = 0;
+  if (!split_param(name, &a, &value) || value < a->param.min || value > a->param.max) {
+    return NULL;
+  }
+  if (value == a->value) {
+    return a;
+  }
+  for (int i = 0; i < mpiar__algorithm_instance_count; i++) {
+    const mpiar__algorithm_t *x = &mpiar__algorithm_instances[i];
+    if (strcmp(x->base, a->name) == 0 && x->value == value) {
+      return x;
+    }
+  }
+  return NULL;
+}
+
+void mpiar__algorithm_explain(const char *name, char *buf, size_t len) {
+  const mpiar__algorithm_t *a = NULL;
+  int value = 0;
+  if (split_param(name, &a, &value)) {
+    snprintf(buf, len, "algorithm '%s': %s=%s is not an integer in %d..%d for %s (default %d)",
+             name,
+             a->param.name, strchr(name, '=') + 1, a->param.min, a->param.max, a->name,
+             a->param.def);
+    return;
+  }
+  size_t used = (size_t)snprintf(buf, len, "unknown algorithm '%s' (", name);
+  for (int i = 0; i < mpiar__algorithm_count && used < len; i++) {
+    const mpiar__algorithm_t *e = &mpiar__algorithms[i];
+    int w = e->param.name != NULL ? snprintf(buf + used, len - used, "%s[/%s=%d..%d], ", e->name,
+                                             e->param.name, e->param.min, e->param.max)
+                                  : snprintf(buf + used, len - used, "%s, ", e->name);
+    used += w > 0 ? (size_t)w : 0;
+  }
+  if (used < len) {
+    snprintf(buf + used, len - used, "or auto)");
+  }
+}
+
+unsigned mpiar__algorithm_number(const mpiar__algorithm_t *alg) {
+  const unsigned nr = (unsigned)mpiar__algorithm_count;
+  const unsigned nv = (unsigned)mpiar__algorithm_variant_count;
+  if (alg >= mpiar__algorithms && alg < mpiar__algorithms + nr) {
+    return (unsigned)(alg - mpiar__algorithms);
+  }
+  if (alg >= mpiar__algorithm_variants && alg < mpiar__algorithm_variants + nv) {
+    return nr + (unsigned)(alg - mpiar__algorithm_variants);
+  }
+  if (alg >= mpiar__algorithm_instances &&
+      alg < mpiar__algorithm_instances + mpiar__algorithm_instance_count) {
+    return nr + nv + (unsigned)(alg - mpiar__algorithm_instances);
+  }
+  return 1000;
+}
+
+const mpiar__algorithm_t *mpiar__algorithm_at(unsigned number) {
+  const unsigned nr = (unsigned)mpiar__algorithm_count;
+  const unsigned nv = (unsigned)mpiar__algorithm_variant_count;
+  if (number < nr) {
+    return &mpiar__algorithms[number];
+  }
+  if (number < nr + nv) {
+    return &mpiar__algorithm_variants[number - nr];
+  }
+  if (number < nr + nv + (unsigned)mpiar__algorithm_instance_count) {
+    return &mpiar__algorithm_instances[number - nr - nv];
+  }
+  return NULL;
 }
 
 const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name) {

@@ -105,6 +105,32 @@ typedef struct setting {
 
 #define OFF(f) offsetof(mpiar__settings_t, f)
 
+/*
+ * The grammar of an algorithm name: NAME or NAME/P=V, NAME of [a-z0-9_]+, P of [a-z]+, V a
+ * decimal of 1 to 3 digits without a leading zero. Whether NAME takes P and V is in its range is
+ * the registry's to say (the first call checks MPIAR_ALGORITHM against it).
+ */
+static int name_with_parameter(const char *v) {
+  const size_t name = strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789_");
+  if (name == 0) {
+    return 0;
+  }
+  if (v[name] == '\0') {
+    return 1;
+  }
+  if (v[name] != '/') {
+    return 0;
+  }
+  const char *p = v + name + 1;
+  const size_t pname = strspn(p, "abcdefghijklmnopqrstuvwxyz");
+  if (pname == 0 || p[pname] != '=') {
+    return 0;
+  }
+  const char *d = p + pname + 1;
+  const size_t ndig = strspn(d, "0123456789");
+  return ndig >= 1 && ndig <= 3 && d[0] != '0' && d[ndig] == '\0';
+}
+
 static const char *const wait_words[] = {"auto", "spin", "yield", NULL};
 static const char *const kernel_words[] = {"auto", "reference", "avx2", "avx512", NULL};
 static const char *const progress_words[] = {"none", "thread", NULL};
@@ -215,10 +241,10 @@ static int parse_setting(const setting_t *t, const char *value, mpiar__settings_
     if (strcmp(value, "auto") == 0) {
       break; /* the default: an empty name */
     }
-    for (const char *c = value; *c != '\0'; c++) {
-      if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_')) {
-        return malformed(t, value, "a name of lower-case letters, digits and '_'");
-      }
+    if (!name_with_parameter(value)) {
+      return malformed(t, value,
+                       "a name of lower-case letters, digits and '_', optionally followed by "
+                       "/k=N (N a decimal of at most 3 digits without a leading zero)");
     }
     __attribute__((fallthrough)); /* the name is copied like a text */
   case K_TEXT:

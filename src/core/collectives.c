@@ -152,18 +152,12 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
  * the registry.
  */
 static uint64_t algorithm_index(const mpiar__algorithm_t *alg) {
-  if (alg >= mpiar__algorithms && alg < mpiar__algorithms + mpiar__algorithm_count) {
-    return (uint64_t)(alg - mpiar__algorithms);
-  }
-  if (alg >= mpiar__algorithm_variants &&
-      alg < mpiar__algorithm_variants + mpiar__algorithm_variant_count) {
-    return (uint64_t)mpiar__algorithm_count + (uint64_t)(alg - mpiar__algorithm_variants);
-  }
   if (alg >= mpiar__bcast_algorithms &&
       alg < mpiar__bcast_algorithms + mpiar__bcast_algorithm_count) {
     return (uint64_t)(alg - mpiar__bcast_algorithms);
   }
-  return 1000;
+  /* Registry, variants and parameter instances: the value of k is part of the number. */
+  return mpiar__algorithm_number(alg);
 }
 
 /* Select the algorithm and find (or build) the plan of call @p c on @p ctx. */

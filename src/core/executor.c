@@ -423,10 +423,8 @@ static void check_describe(const uint64_t *acc, int f, char *buf, size_t len, in
   } else if (f == 5 && acc[0] == MPIAR__COLL_BCAST) {
     snprintf(buf, len, "%s",
              v < (uint64_t)mpiar__bcast_algorithm_count ? mpiar__bcast_algorithms[v].name : "?");
-  } else if (f == 5 && v < (uint64_t)mpiar__algorithm_count) {
-    snprintf(buf, len, "%s", mpiar__algorithms[v].name);
-  } else if (f == 5 && v < (uint64_t)(mpiar__algorithm_count + mpiar__algorithm_variant_count)) {
-    snprintf(buf, len, "%s", mpiar__algorithm_variants[v - (uint64_t)mpiar__algorithm_count].name);
+  } else if (f == 5 && v <= UINT32_MAX && mpiar__algorithm_at((unsigned)v) != NULL) {
+    snprintf(buf, len, "%s", mpiar__algorithm_at((unsigned)v)->name);
   } else if (f == 0) {
     snprintf(buf, len, "%s", v == MPIAR__COLL_BCAST ? "bcast" : "allreduce");
   } else if (f == 7 && v == UINT64_MAX) {

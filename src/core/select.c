@@ -185,14 +185,9 @@ int mpiar__check_env_algorithm(const mpiar__settings_t *set) {
   if (MPIAR__LIKELY(set->algorithm[0] == '\0') || mpiar__algorithm_find(set->algorithm) != NULL) {
     return MPIAR_SUCCESS;
   }
-  char names[256] = "";
-  for (int i = 0; i < mpiar__algorithm_count; i++) {
-    size_t used = strlen(names);
-    snprintf(names + used, sizeof names - used, "%s, ", mpiar__algorithms[i].name);
-  }
-  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM,
-                      "MPIAR_ALGORITHM='%s' is not an algorithm (%sor auto)", set->algorithm,
-                      names);
+  char why[512];
+  mpiar__algorithm_explain(set->algorithm, why, sizeof why);
+  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "MPIAR_ALGORITHM: %s", why);
 }
 
 int mpiar__settings_checked(const mpiar__settings_t **set, const mpiar__tuning_t **tuning) {
@@ -316,13 +311,9 @@ static void automatic_choice(const mpiar__selector_t *sel, size_t bytes, mpiar_d
 }
 
 static int unknown(const char *requested) {
-  char names[256] = "";
-  for (int i = 0; i < mpiar__algorithm_count; i++) {
-    size_t used = strlen(names);
-    snprintf(names + used, sizeof names - used, "%s, ", mpiar__algorithms[i].name);
-  }
-  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "unknown algorithm '%s' (%sor auto)", requested,
-                      names);
+  char why[512];
+  mpiar__algorithm_explain(requested, why, sizeof why);
+  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "options.algorithm: %s", why);
 }
 
 int mpiar__select(const mpiar__settings_t *set, const mpiar__selector_t *sel, const char *requested,

@@ -351,7 +351,12 @@ static int read_range(const reader_t *r, const char *parent, const json_t *rg,
       !(rc = member(r, parent, rg, "algorithm", 1, &v, field, sizeof field))) {
     if (!json_is_string(v)) {
       rc = bad(r, field, "is %s, expected an algorithm name", type_name(v));
-    } else if ((out->alg = mpiar__algorithm_find(json_string_value(v))) == NULL) {
+    } else if ((out->alg = mpiar__algorithm_find(json_string_value(v))) == NULL &&
+               strchr(json_string_value(v), '/') != NULL) {
+      char why[512]; /* a parameter out of its range, or one the algorithm does not take */
+      mpiar__algorithm_explain(json_string_value(v), why, sizeof why);
+      rc = bad(r, field, "%.300s", why);
+    } else if (out->alg == NULL) {
       char names[256] = "";
       for (int i = 0; i < mpiar__algorithm_count; i++) {
         size_t used = strlen(names);

@@ -109,6 +109,18 @@ int main(void) {
   memset(longname, 'a', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
   bad("MPIAR_ALGORITHM", longname);
+  /* NAME/k=N: the grammar strictly (whether NAME takes k, and its range, is the registry's). */
+  CHECK(strcmp(parse("MPIAR_ALGORITHM", "recursive_multiplying/k=4", MPIAR_SUCCESS).algorithm,
+               "recursive_multiplying/k=4") == 0,
+        "name/k=N");
+  CHECK(strcmp(parse("MPIAR_ALGORITHM", "x/k=999", MPIAR_SUCCESS).algorithm, "x/k=999") == 0,
+        "three digits");
+  const char *const bad_params[] = {"ring/",    "ring/k",   "ring/k=",    "ring/k=04", "ring/k=0",
+                                    "ring/k=-2", "ring/k=2x", "ring/k=1000", "ring/K=2", "/k=2",
+                                    "ring/k=2/k=3", "ring/=2", "ring//k=2", "ring/k= 2", "ring/k=+2"};
+  for (size_t i = 0; i < sizeof bad_params / sizeof bad_params[0]; i++) {
+    bad("MPIAR_ALGORITHM", bad_params[i]);
+  }
   CHECK(strcmp(parse("MPIAR_TUNING_FILE", "/tmp/t.json", MPIAR_SUCCESS).tuning_file,
                "/tmp/t.json") == 0,
         "tuning file");

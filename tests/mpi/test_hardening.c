@@ -134,7 +134,7 @@ static void case_check(void) {
   } cases[] = {{"float32 vs int32", "datatype"}, {"sum vs max", "operation"},
                {"count", "count"},               {"algorithm", "algorithm"},
                {"bcast root", "root"},           {"bcast count", "count"},
-               {"bcast algorithm", "algorithm"}};
+               {"bcast algorithm", "algorithm"}, {"k of one algorithm", "algorithm"}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     MPI_Comm c = fresh();
     mpiar_options_t o = safe();
@@ -163,9 +163,14 @@ static void case_check(void) {
     case 5:
       rc = mpiar_bcast_ex(v, last ? N - 1 : N, MPIAR_FLOAT32, 0, c, &o);
       break;
-    default:
+    case 6:
       o.algorithm = last ? "binomial" : "scatter_allgather";
       rc = mpiar_bcast_ex(v, N, MPIAR_FLOAT32, 0, c, &o);
+      break;
+    default:
+      /* The parameter is part of the algorithm: k = 3 against the default k = 4. */
+      o.algorithm = last ? "recursive_multiplying/k=3" : "recursive_multiplying";
+      rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, c, &o);
       break;
     }
     expect_check(rc, cases[k].what, cases[k].field);
@@ -174,6 +179,10 @@ static void case_check(void) {
       MT_CHECK(strstr(mpiar_last_error(), "binomial") != NULL &&
                    strstr(mpiar_last_error(), "scatter_allgather") != NULL,
                "detail '%s' does not name the two broadcast algorithms", mpiar_last_error());
+    }
+    if (k == 7) {
+      MT_CHECK(strstr(mpiar_last_error(), "recursive_multiplying/k=3") != NULL,
+               "detail '%s' does not name recursive_multiplying/k=3", mpiar_last_error());
     }
     /* The check found it before any data moved: the communicator is still good. */
     o.algorithm = NULL;

@@ -395,8 +395,9 @@ static void mapped(void) {
          "replacement table");
   /* An algorithm the table does not know (e.g. a hierarchical one): by its flags. */
   const mpiar__algorithm_t seg_alg = {"x", mpiar__build_bcast_binomial, NULL, MPIAR__ALG_SEGMENTED,
-                                      ""};
-  const mpiar__algorithm_t plain_alg = {"y", mpiar__build_bcast_binomial, NULL, 0, ""};
+                                      "",  {0},
+                                      0,   NULL};
+  const mpiar__algorithm_t plain_alg = {"y", mpiar__build_bcast_binomial, NULL, 0, "", {0}, 0, NULL};
   EXPECT(mpiar__algorithm_reproducible(&seg_alg, 2, MPIAR_FLOAT32) == direct &&
              mpiar__algorithm_reproducible(&plain_alg, 8, MPIAR_FLOAT32) == rrab,
          "unknown algorithms");

@@ -1,0 +1,152 @@
+/*
+ * The tree allreduce engine: pipelined reduce to rank 0, then pipelined broadcast from it.
+ *
+ * Segment g of a rank: receive segment g of each child's subtree result (into that child's
+ * scratch slot for g's parity), fold own op C_1 op C_2 ... in ascending child order (subtrees are
+ * contiguous ranges above this rank, so every fold runs in rank order with the lower ranks in
+ * operand a), send the fold to the parent; then receive segment g of the result from the parent
+ * into OUTPUT and forward it to the children, the child with the largest subtree first. The root's
+ * last fold of each segment is final. Reduce messages and broadcast messages between a pair go in
+ * opposite directions; within one direction segment g carries tag g (at most MPIAR__SEGMENTS_MAX
+ * segments, so tags never repeat).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algorithms/tree.h"
+#include "base/common.h"
+
+size_t mpiar__tree_segment(size_t n, size_t seg) {
+  const size_t floor = (n + MPIAR__SEGMENTS_MAX - 1) / MPIAR__SEGMENTS_MAX;
+  if (seg == 0 || seg >= n) {
+    return n;
+  }
+  return seg > floor ? seg : floor;
+}
+
+int mpiar__build_tree(mpiar__schedule_t *s, const mpiar__tree_node_t *node) {
+  const size_t n = s->count;
+  const int nc = node->nchildren, ip = s->in_place;
+  int rc = MPIAR_SUCCESS;
+  long *reader = NULL; /* per (child, parity): the last fold that read the slot */
+  long id = -1;
+  const size_t seg = mpiar__tree_segment(n, s->segment_elems);
+  const size_t nseg = (n + seg - 1) / seg;
+  const size_t slots = nseg > 1 ? 2 : 1;
+  s->scratch_elems = (size_t)nc * slots * seg;
+  if (nc > 0) {
+    reader = malloc((size_t)nc * 2 * sizeof *reader);
+    if (reader == NULL) {
+      MPIAR__FAIL(MPIAR_ERR_NOMEM, "tree schedule of %d children", nc);
+    }
+    for (int i = 0; i < 2 * nc; i++) {
+      reader[i] = -1;
+    }
+  }
+  for (size_t g = 0; g < nseg; g++) {
+    const size_t off = g * seg, len = n - off < seg ? n - off : seg;
+    const int tag = (int)g;
+    long rcv[64 * 8];
+    for (int c = 0; c < nc; c++) {
+      const size_t slot = (size_t)c * slots + g % slots;
+      const long deps[] = {reader[slot]};
+      MPIAR__STEP(rcv[c], mpiar__sched_recv(s, node->children[c], tag, mpiar__scratch(slot * seg),
+                                            len, deps, 1));
+    }
+    long acc = -1; /* the fold's last step (OUTPUT holds it), or -1: the rank's own segment */
+    for (int c = 0; c < nc; c++) {
+      const size_t slot = (size_t)c * slots + g % slots;
+      const long deps[] = {rcv[c], acc};
+      MPIAR__STEP(acc, mpiar__sched_reduce(s, mpiar__out(off),
+                                           c == 0 ? mpiar__own(s, off) : mpiar__out(off),
+                                           mpiar__scratch(slot * seg), len, deps, 2));
+      reader[slot] = acc;
+    }
+    if (node->parent < 0) {
+      MPIAR__CHECK(mpiar__sched_mark_final(s, acc));
+    }
+    long up = -1;
+    if (node->parent >= 0) {
+      const long deps[] = {acc};
+      const mpiar__operand_t src = acc >= 0 ? mpiar__out(off) : mpiar__own(s, off);
+      MPIAR__STEP(up, mpiar__sched_send(s, node->parent, tag, src, len, deps, 1));
+      /* The result overwrites what the send to the parent reads (OUTPUT, or INPUT in place). */
+      const long rdeps[] = {(acc >= 0 || ip) ? up : -1};
+      MPIAR__STEP(acc, mpiar__sched_recv(s, node->parent, tag, mpiar__out(off), len, rdeps, 1));
+    }
+    for (int c = nc - 1; c >= 0; c--) {
+      const long deps[] = {acc};
+      MPIAR__STEP(id, mpiar__sched_send(s, node->children[c], tag, mpiar__out(off), len, deps, 1));
+    }
+  }
+
+cleanup:
+  free(reader);
+  return rc;
+}
+
+double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
+                        const mpiar__cost_params_t *c) {
+  const double T = c->alpha + S * c->beta, G = S * c->gamma;
+  double *up = calloc(2 * (size_t)p, sizeof *up); /* per rank: fold done; result received */
+  mpiar__tree_node_t *node = malloc(sizeof *node);
+  if (up == NULL || node == NULL) {
+    free(up);
+    free(node);
+    return INFINITY;
+  }
+  double *down = up + p;
+  double period = 0.0, t = 0.0;
+  /* Reduce: children have higher ranks, so a descending sweep sees them first. */
+  for (int r = p - 1; r >= 0; r--) {
+    shape(p, r, k, node);
+    const int nc = node->nchildren;
+    double port = 0.0, fold = 0.0;
+    /* The receive port takes the children's results in the order they are ready (ties: the
+     * lower rank first, as they are posted). */
+    double arrive[64 * 8];
+    int order[64 * 8];
+    for (int i = 0; i < nc; i++) {
+      order[i] = i;
+    }
+    for (int i = 1; i < nc; i++) { /* insertion sort by ready time, stable */
+      const int x = order[i];
+      int j = i - 1;
+      while (j >= 0 && up[node->children[order[j]]] > up[node->children[x]]) {
+        order[j + 1] = order[j];
+        j--;
+      }
+      order[j + 1] = x;
+    }
+    for (int i = 0; i < nc; i++) {
+      const double ready = up[node->children[order[i]]];
+      port = (ready > port ? ready : port) + T;
+      arrive[order[i]] = port;
+    }
+    for (int i = 0; i < nc; i++) {
+      fold = (arrive[i] > fold ? arrive[i] : fold) + G;
+    }
+    up[r] = fold;
+    const double busy_recv = (nc + (node->parent >= 0)) * T;
+    const double busy_send = (nc + (node->parent >= 0)) * T;
+    const double busy_fold = nc * G;
+    double b = busy_recv > busy_send ? busy_recv : busy_send;
+    b = b > busy_fold ? b : busy_fold;
+    period = b > period ? b : period;
+  }
+  /* Broadcast: parents have lower ranks; each sends to its children, largest subtree first. */
+  down[0] = up[0];
+  for (int r = 0; r < p; r++) {
+    shape(p, r, k, node);
+    double send = down[r];
+    for (int i = node->nchildren - 1; i >= 0; i--) {
+      send += T;
+      down[node->children[i]] = send;
+    }
+    t = down[r] > t ? down[r] : t;
+  }
+  free(up);
+  free(node);
+  return t + (m - 1) * period;
+}

@@ -1,0 +1,41 @@
+/*
+ * The pipelined reduce-then-broadcast engine shared by the tree allreduces (knomial_tree.c,
+ * kary_tree.c): a tree shape is a parent and an ascending list of children per rank, rooted at
+ * rank 0, whose subtrees are contiguous ranges of ranks; the engine builds the steps.
+ */
+#ifndef MPIAR_ALGORITHMS_TREE_H
+#define MPIAR_ALGORITHMS_TREE_H
+
+#include "algorithms/util.h"
+
+typedef struct mpiar__tree_node {
+  int parent;    /* -1 at the root */
+  int nchildren; /* children[0 .. nchildren-1], ascending ranks */
+  int children[64 * 8];
+} mpiar__tree_node_t;
+
+/*
+ * Reduce to rank 0 along @p node's tree, then broadcast back, segment by segment (s->segment_elems,
+ * at least n / MPIAR__SEGMENTS_MAX elements; 0: one segment). See knomial_tree.c for the order of
+ * operands, memory and tags.
+ */
+int mpiar__build_tree(mpiar__schedule_t *s, const mpiar__tree_node_t *node);
+
+/* The segment the tree engine uses for @p n elements and @p seg requested (0: none). */
+size_t mpiar__tree_segment(size_t n, size_t seg);
+
+/* A tree shape: rank @p r's node among @p p ranks for fan-out parameter @p k. */
+typedef void (*mpiar__tree_shape_fn)(int p, int r, int k, mpiar__tree_node_t *node);
+
+/*
+ * The modelled time of the engine on @p shape (one level, link @p c): the critical path of one
+ * segment of S bytes up and down the tree, evaluated rank by rank with the simulator's port
+ * rules (a rank's receive port takes its children's messages in the order they are sent, its
+ * send port sends the result to its children one after the other), plus (m - 1) times the
+ * busiest rank's time per segment (the pipeline's period: its receive port, its send port or its
+ * folds). Exact for m = 1; for m > 1 the model's estimate.
+ */
+double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
+                        const mpiar__cost_params_t *c);
+
+#endif /* MPIAR_ALGORITHMS_TREE_H */
