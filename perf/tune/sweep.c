@@ -39,6 +39,9 @@ static void make_candidates(const tune_opts_t *o, const tune_env_t *env, tune_sw
     if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
       continue;
     }
+    if (a->flags & MPIAR__ALG_MANUAL) {
+      continue; /* not an automatic candidate: a table naming it would make it one */
+    }
     int nseg = (a->flags & MPIAR__ALG_SEGMENTED) ? o->nsegments : 0;
     for (int k = -1; k < nseg && s->ncand < TUNE_MAX_CANDIDATES; k++) {
       tune_candidate_t *c = &s->cand[s->ncand++];
