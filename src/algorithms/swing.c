@@ -46,8 +46,8 @@
  * Non-power-of-two p (rem = p - p'): the fold of recursive doubling, for both variants. Among the
  * first 2 rem ranks each even rank sends its whole vector to the odd rank above it, which reduces
  * (the even rank's data in operand a) and takes part as virtual rank r/2; ranks from 2 rem on are
- * virtual rank r - rem; the result goes back at the end. The paper instead runs ceil(log2 p)
- * steps and prunes blocks sent twice; that is not built here.
+ * virtual rank r - rem; the result goes back at the end. The paper handles other p without a
+ * fold; its scheme is not built here.
  *
  * Memory: swing: scratch for one half vector (ceil(n/2) elements), n with a fold; swing_latency:
  * n elements. No up-front copy: the first reduction reads INPUT; out of place the bandwidth
@@ -68,7 +68,8 @@
  * model cannot tell Swing from Rabenseifner or recursive doubling; the routed torus model can
  * (docs/algorithms.md).
  *
- * Tags: 0 the fold, 1 + j the j-th exchange (reduce-scatter, then allgather), 1 + 2L the return.
+ * Tags: 0 the fold, 1 + j the j-th exchange (reduce-scatter, then allgather), then the return:
+ * 1 + 2L (swing), 1 + L (swing_latency).
  */
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
