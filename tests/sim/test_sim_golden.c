@@ -31,6 +31,8 @@ static const gcase_t cases[] = {
     {"repro_rabenseifner_p6_n12_r1.txt", "repro_rabenseifner", 0, 6, 1, 0, 0, 12, 0, 0, 0, 0},
     {"repro_rabenseifner_p6_n12_inplace_r4.txt", "repro_rabenseifner", 0, 6, 4, 1, 0, 12, 0, 0, 0,
      0},
+    {"swing_p8_n16_r3.txt", "swing", 0, 8, 3, 0, 0, 16, 0, 0, 0, 0},
+    {"swing_latency_p6_n5_inplace_r3.txt", "swing_latency", 0, 6, 3, 1, 0, 5, 0, 0, 0, 0},
     {"bcast_binomial_p6_root2_r3.txt", "binomial", 1, 6, 3, 1, 2, 7, 0, 0, 0, 0},
     {"bcast_scatter_allgather_p5_root1_r2.txt", "scatter_allgather", 1, 5, 2, 1, 1, 11, 0, 0, 0, 0},
     {"hier_ring_2x2rr_n8_r1.txt", "hier_ring", 0, 4, 1, 0, 0, 8, 0, 2, 2, 1},
