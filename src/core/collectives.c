@@ -30,7 +30,7 @@ typedef struct call {
 static void report_choice(mpiar__context_t *ctx, const char *coll, const char *name,
                           const void *builder, size_t bytes, size_t segment_elems, size_t elem_size,
                           const mpiar__choice_t *choice) {
-  if (ctx->rank != 0) {
+  if (ctx->eng.rank != 0) {
     return;
   }
   size_t bucket = 0;
@@ -52,7 +52,7 @@ static void report_choice(mpiar__context_t *ctx, const char *coll, const char *n
     mpiar__choice_describe(ctx, choice, source, sizeof source);
   }
   fprintf(stderr, "mpiar: %s of %zu bytes on %d ranks: %s, segment %zu bytes (source: %s)\n", coll,
-          bytes, ctx->size, name, segment_elems * elem_size, source);
+          bytes, ctx->eng.size, name, segment_elems * elem_size, source);
 }
 
 /*
@@ -172,7 +172,7 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
   size_t seg_bytes = 0;
   int rc;
   if (c->coll == MPIAR__COLL_BCAST) {
-    rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->size, &alg);
+    rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->eng.size, &alg);
   } else {
     int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
@@ -186,7 +186,7 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
       choice = m->choice;
     } else {
       rc = mpiar__select(set, &ctx->selector, c->opts.algorithm, c->opts.segment_bytes, bytes,
-                         c->dtype, ctx->size, ctx->has_topo ? &ctx->topo : NULL,
+                         c->dtype, ctx->eng.size, ctx->has_topo ? &ctx->topo : NULL,
                          automatic && reproducible, &choice);
       if (rc == MPIAR_SUCCESS && automatic) {
         m->valid = 1;
@@ -206,7 +206,7 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
   if (reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
     /* The canonical order whatever was selected: the algorithm or its reproducible replacement
      * (which keeps the segment size). */
-    alg = mpiar__algorithm_reproducible(alg, ctx->size, c->dtype);
+    alg = mpiar__algorithm_reproducible(alg, ctx->eng.size, c->dtype);
   }
   mpiar__plan_key_t key = {
       .coll = c->coll,
@@ -214,7 +214,7 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
       .elem_size = es,
       .builder = alg,
       .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED)
-                           ? mpiar__segment_elems(seg_bytes, c->count, es, ctx->size)
+                           ? mpiar__segment_elems(seg_bytes, c->count, es, ctx->eng.size)
                            : 0,
       .in_place = in_place,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
@@ -251,10 +251,10 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__r
   int in_place = 1;
   int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
   if (c->coll == MPIAR__COLL_BCAST) {
-    if (c->root < 0 || c->root >= ctx->size) {
+    if (c->root < 0 || c->root >= ctx->eng.size) {
       rc =
           mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
-                       c->fn, c->root, ctx->size);
+                       c->fn, c->root, ctx->eng.size);
       goto fail;
     }
   } else {
@@ -337,7 +337,7 @@ int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mp
   /* The library's own messages (context creation) use the built-in model: no tuning file is
    * agreed on yet, and every rank must choose alike. */
   mpiar__choice_t choice;
-  int rc = mpiar__select(&automatic, NULL, NULL, 0, count * es, dtype, ctx->size, NULL, 0,
+  int rc = mpiar__select(&automatic, NULL, NULL, 0, count * es, dtype, ctx->eng.size, NULL, 0,
                          &choice);
   if (rc != MPIAR_SUCCESS) {
     return rc;
@@ -395,7 +395,7 @@ static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t
   if (rc == MPIAR_SUCCESS) {
     rc = mpiar__wait_result(r);
   }
-  if (rc == MPIAR_SUCCESS && r->plan == ctx->last_call.plan && !ctx->broken) {
+  if (rc == MPIAR_SUCCESS && r->plan == ctx->last_call.plan && !ctx->eng.broken) {
     mpiar__context_drop_blocking(ctx);
     ctx->blocking = r;
     ctx->refs--; /* a kept request does not hold its context */
@@ -449,7 +449,7 @@ static int run_same_call(const call_t *c, int *handled) {
     return MPIAR_SUCCESS; /* the full path reports it */
   }
   mpiar__request_t *r = ctx->blocking;
-  if (ctx->broken || r == NULL || ctx->same_call.key == 0 || ctx->same_call.in != c->in ||
+  if (ctx->eng.broken || r == NULL || ctx->same_call.key == 0 || ctx->same_call.in != c->in ||
       ctx->same_call.out != c->out || ctx->same_call.count != c->count ||
       ctx->same_call.dtype != c->dtype || ctx->same_call.op != c->op ||
       ctx->same_call.settings != set->generation || r->plan != ctx->last_call.plan) {
@@ -591,19 +591,19 @@ int mpiar_start(mpiar_request_t *req) {
                         "mpiar_start: the request is active (complete it with mpiar_wait or "
                         "mpiar_test first)");
   }
-  rc = mpiar__context_enter_ctx(r->ctx);
+  rc = mpiar__context_enter_ctx(mpiar__ctx_of(r));
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  if (r->ctx->broken) {
+  if (mpiar__ctx_of(r)->eng.broken) {
     rc = mpiar__error(MPIAR_ERR_COMM_BROKEN,
                       "an earlier failure broke this communicator's context (%s); free it and use "
                       "a new one",
-                      r->ctx->broken_reason);
+                      mpiar__ctx_of(r)->eng.broken_reason);
   } else {
     rc = mpiar__request_start(r);
   }
-  mpiar__context_leave(r->ctx);
+  mpiar__context_leave(mpiar__ctx_of(r));
   return rc;
 }
 
@@ -664,7 +664,7 @@ int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const ch
     return rc;
   }
   mpiar__choice_t ch;
-  rc = mpiar__select(set, &ctx->selector, NULL, 0, count * es, dtype, ctx->size,
+  rc = mpiar__select(set, &ctx->selector, NULL, 0, count * es, dtype, ctx->eng.size,
                      ctx->has_topo ? &ctx->topo : NULL, set->reproducible, &ch);
   if (rc == MPIAR_SUCCESS) {
     *algorithm = ch.alg->name;

@@ -1,6 +1,6 @@
 /*
  * Per-communicator contexts: creation (bounded by the deadline), lookup, the entry guard that
- * detects two threads on one communicator, failure (break, notices, zombies) and release.
+ * detects two threads on one communicator, and release (the engine drains; the context frees).
  *
  * The context lives in an attribute of the user's communicator, so MPI tells us when to release
  * it: the delete callback runs when the user frees the communicator. Contexts of communicators
@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "core/context.h"
+#include "engine/transport_mpi.h"
 #include "reduce_kernels/kernels.h"
 
 size_t mpiar__max_message_bytes = (size_t)1 << 30;
@@ -87,53 +88,6 @@ static int mpi_failed(int err, const char *what) {
   return mpiar__error(MPIAR_ERR_MPI, "%s failed: %s", what, msg);
 }
 
-/* ---- failure ---- */
-
-void mpiar__context_zombie(mpiar__context_t *ctx, MPI_Request req) {
-  if (req == MPI_REQUEST_NULL) {
-    return;
-  }
-  if (ctx->nzombies == ctx->zombie_cap) {
-    size_t cap = ctx->zombie_cap ? 2 * ctx->zombie_cap : 64;
-    MPI_Request *z = realloc(ctx->zombies, cap * sizeof *z);
-    if (z == NULL) {
-      /* Out of memory on the failure path: let MPI finish the request on its own. */
-      MPI_Request_free(&req);
-      return;
-    }
-    ctx->zombies = z;
-    ctx->zombie_cap = cap;
-  }
-  ctx->zombies[ctx->nzombies++] = req;
-}
-
-void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, int notify) {
-  if (!ctx->broken) {
-    ctx->broken = 1;
-    snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", reason);
-  }
-  /* Every request in progress fails with @p code and the reason. */
-  while (ctx->active != NULL) {
-    mpiar__request_fail(ctx->active, code, reason);
-  }
-  if (notify && ctx->comm != MPI_COMM_NULL && ctx->size > 1) {
-    ctx->notice_out.rank = ctx->rank;
-    ctx->notice_out.code = code;
-    snprintf(ctx->notice_out.detail, sizeof ctx->notice_out.detail, "%s", reason);
-    int tag = (ctx->nslots << (ctx->size_bits + MPIAR__TAG_BITS)) | MPIAR__CTL_NOTICE;
-    for (int r = 0; r < ctx->size; r++) {
-      if (r == ctx->rank) {
-        continue;
-      }
-      MPI_Request q = MPI_REQUEST_NULL;
-      if (MPI_Isend(&ctx->notice_out, (int)sizeof ctx->notice_out, MPI_BYTE, r, tag, ctx->comm,
-                    &q) == MPI_SUCCESS) {
-        mpiar__context_zombie(ctx, q);
-      }
-    }
-  }
-}
-
 /* ---- entry guard ---- */
 
 int mpiar__context_enter_ctx(mpiar__context_t *ctx) {
@@ -156,7 +110,7 @@ int mpiar__context_enter_ctx(mpiar__context_t *ctx) {
                           "another thread is inside an mpiar call on this communicator (rank %d "
                           "of %d): calls on one communicator must come from one thread at a "
                           "time",
-                          ctx->rank, ctx->size);
+                          ctx->eng.rank, ctx->eng.size);
     }
     /* The progress thread is inside: it leaves after one pass. */
     sched_yield();
@@ -190,7 +144,7 @@ static void unlink_live(mpiar__context_t *ctx) {
  * arrive: they then hold a working duplicate and wait for this rank inside their first call. This
  * rank takes the duplicate and sends them a failure notice, so that they fail instead of waiting.
  */
-static void tag_layout(mpiar__context_t *ctx);
+static int engine_open(mpiar__context_t *ctx);
 
 static void late_notify(mpiar__context_t *ctx) {
   int flag = 0;
@@ -200,94 +154,20 @@ static void late_notify(mpiar__context_t *ctx) {
   }
   ctx->idup_req = MPI_REQUEST_NULL;
   ctx->comm = ctx->late_comm;
-  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(ctx->comm, &ctx->rank);
-  MPI_Comm_size(ctx->comm, &ctx->size);
-  tag_layout(ctx);
-  if (ctx->slot_req == NULL) {
-    ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
-  }
-  if (ctx->held == NULL) {
-    ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
-  }
-  if (ctx->slot_req == NULL || ctx->held == NULL) {
+  if (engine_open(ctx) != MPIAR_SUCCESS) {
+    mpiar__engine_close(&ctx->eng);
     MPI_Comm_free(&ctx->comm);
     return;
   }
-  mpiar__context_break(ctx, MPIAR_ERR_TIMEOUT, ctx->broken_reason, 1);
-}
-
-/* A context being drained. */
-typedef struct drain {
-  mpiar__context_t *ctx;
-  unsigned char *fin_from; /* per rank: its FIN arrived */
-  int fins;
-  int fin_sent;
-  int done;
-} drain_t;
-
-/* One drain pass over one context; sets d->done when finished. */
-static void drain_pass(drain_t *d) {
-  mpiar__context_t *ctx = d->ctx;
-  /* Leftover requests of failed operations. */
-  size_t kept = 0;
-  for (size_t i = 0; i < ctx->nzombies; i++) {
-    int flag = 0;
-    MPI_Test(&ctx->zombies[i], &flag, MPI_STATUS_IGNORE);
-    if (!flag) {
-      ctx->zombies[kept++] = ctx->zombies[i];
-    }
-  }
-  ctx->nzombies = kept;
-  /* Messages taken out of MPI's queue earlier, and everything that arrives now. */
-  while (ctx->nheld > 0) {
-    mpiar__held_discard(ctx, &ctx->held[--ctx->nheld]);
-  }
-  int ctl_slot = ctx->nslots;
-  for (;;) {
-    int flag = 0;
-    MPI_Message msg;
-    MPI_Status st;
-    if (MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, ctx->comm, &flag, &msg, &st) != MPI_SUCCESS ||
-        !flag) {
-      break;
-    }
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    int slot = st.MPI_TAG >> (ctx->size_bits + MPIAR__TAG_BITS);
-    int type = st.MPI_TAG & ((1 << MPIAR__TAG_BITS) - 1);
-    if (slot == ctl_slot && type == MPIAR__CTL_FIN && st.MPI_SOURCE >= 0 &&
-        st.MPI_SOURCE < ctx->size && !d->fin_from[st.MPI_SOURCE]) {
-      d->fin_from[st.MPI_SOURCE] = 1;
-      d->fins++;
-    }
-    mpiar__discard(ctx, &msg, (size_t)count);
-  }
-  if (!d->fin_sent && ctx->nzombies == 0) {
-    /* Everything this rank sent has been received: say so to every rank. */
-    int tag = (ctl_slot << (ctx->size_bits + MPIAR__TAG_BITS)) | MPIAR__CTL_FIN;
-    for (int r = 0; r < ctx->size; r++) {
-      if (r != ctx->rank) {
-        MPI_Request q = MPI_REQUEST_NULL;
-        if (MPI_Isend(NULL, 0, MPI_BYTE, r, tag, ctx->comm, &q) == MPI_SUCCESS) {
-          mpiar__context_zombie(ctx, q);
-        }
-      }
-    }
-    d->fin_sent = 1;
-  }
-  if (d->fin_sent && ctx->nzombies == 0 && d->fins == ctx->size - 1) {
-    d->done = 1;
-  }
+  mpiar__engine_break(&ctx->eng, MPIAR_ERR_TIMEOUT, ctx->eng.broken_reason, 1);
 }
 
 /* Drain the broken contexts of @p ctxs together (see the file header), then free them all. */
 static void release_all(mpiar__context_t **ctxs, int n) {
-  drain_t *d = calloc((size_t)n, sizeof *d);
+  mpiar__drain_t *d = calloc((size_t)n, sizeof *d);
   int pending = 0;
   for (int i = 0; i < n && d != NULL; i++) {
     mpiar__context_t *ctx = ctxs[i];
-    d[i].ctx = ctx;
     d[i].done = 1;
     /* Keep the progress thread out for good (it leaves after its pass). */
     for (;;) {
@@ -304,20 +184,12 @@ static void release_all(mpiar__context_t **ctxs, int n) {
     if (ctx->comm == MPI_COMM_NULL) {
       continue;
     }
-    while (ctx->active != NULL) {
-      mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN,
-                           "the communicator was released with operations in progress", 1);
+    while (ctx->eng.active != NULL) {
+      mpiar__engine_break(&ctx->eng, MPIAR_ERR_COMM_BROKEN,
+                          "the communicator was released with operations in progress", 1);
     }
-    if (ctx->size > 1) {
-      d[i].fin_from = calloc((size_t)ctx->size, 1);
-      if (d[i].fin_from != NULL) {
-        d[i].done = 0;
-        pending++;
-        for (int r = 0; r < ctx->size && ctx->fin_early != NULL; r++) {
-          d[i].fin_from[r] = ctx->fin_early[r];
-          d[i].fins += ctx->fin_early[r];
-        }
-      }
+    if (mpiar__drain_begin(&ctx->eng, &d[i]) == MPIAR_SUCCESS && !d[i].done) {
+      pending++;
     }
   }
   double deadline = MPI_Wtime() + MPIAR__DRAIN_SECONDS;
@@ -326,7 +198,7 @@ static void release_all(mpiar__context_t **ctxs, int n) {
     pending = 0;
     for (int i = 0; i < n; i++) {
       if (!d[i].done) {
-        drain_pass(&d[i]);
+        mpiar__drain_pass(&ctxs[i]->eng, &d[i]);
         pending += !d[i].done;
       }
     }
@@ -338,10 +210,9 @@ static void release_all(mpiar__context_t **ctxs, int n) {
     mpiar__context_t *ctx = ctxs[i];
     int drained = d == NULL || d[i].done;
     if (ctx->comm != MPI_COMM_NULL) {
+      /* The transport frees the requests still in flight (MPI completes them on its own). */
+      mpiar__engine_detach(&ctx->eng);
       if (drained || finalizing) {
-        for (size_t k = 0; k < ctx->nzombies; k++) {
-          MPI_Request_free(&ctx->zombies[k]);
-        }
         MPI_Comm_free(&ctx->comm);
       } else {
         pthread_mutex_lock(&live_lock);
@@ -349,12 +220,8 @@ static void release_all(mpiar__context_t **ctxs, int n) {
           graveyard[graveyard_count++] = ctx->comm;
         }
         pthread_mutex_unlock(&live_lock);
-        for (size_t k = 0; k < ctx->nzombies; k++) {
-          MPI_Request_free(&ctx->zombies[k]);
-        }
       }
       ctx->comm = MPI_COMM_NULL;
-      ctx->nzombies = 0;
     }
     /* A duplicate that never finished is left to MPI: MPI forbids freeing the request of a
      * nonblocking collective, and the rank that did not arrive keeps it from completing. */
@@ -378,23 +245,11 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
     release_all(one, 1);
     return;
   }
-  while (ctx->tainted != NULL) {
-    mpiar__request_t *r = ctx->tainted;
-    ctx->tainted = r->anext;
-    mpiar__request_free_mem(r);
-  }
+  mpiar__engine_close(&ctx->eng);
   mpiar__context_drop_blocking(ctx);
   mpiar__plans_free_all(ctx);
-  free(ctx->mreq);
-  free(ctx->mown);
-  free(ctx->mdone);
-  free(ctx->mstat);
-  free(ctx->slot_req);
   mpiar__topology_destroy(&ctx->topo);
   free(ctx->node_of);
-  free(ctx->fin_early);
-  free(ctx->held);
-  free(ctx->zombies);
   free(ctx);
 }
 
@@ -474,33 +329,20 @@ static void create_keyvals(void) {
 
 /* ---- creation ---- */
 
-/*
- * The tag layout of the file header, from MPI_TAG_UB. At most 5 slot bits (31 operations in
- * flight per communicator; a start beyond waits for the oldest to finish) and at most 20 size
- * bits (exact lengths below 1 MiB).
- */
-static void tag_layout(mpiar__context_t *ctx) {
-  int *ub = NULL, flag = 0;
-  long tag_ub = 32767;
-  if (MPI_Comm_get_attr(ctx->comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub != NULL &&
-      *ub > 0) {
-    tag_ub = *ub;
+/* The engine over an MPI transport on the private duplicate (errors returned, never fatal). */
+static int engine_open(mpiar__context_t *ctx) {
+  /* Library errors are returned as codes, never turned into an abort by MPI. */
+  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(ctx->comm, &rank);
+  MPI_Comm_size(ctx->comm, &size);
+  void *txs = NULL;
+  long tag_ub = 0;
+  if (mpiar__transport_mpi_open(ctx->comm, &txs, &tag_ub) != MPIAR_SUCCESS) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
   }
-  int bits = 0;
-  while (bits < 31 && (1L << (bits + 1)) - 1 <= tag_ub) {
-    bits++;
-  }
-  int spare = bits - MPIAR__TAG_BITS;
-  ctx->slot_bits = spare >= 7 ? 5 : (spare > 2 ? spare - 2 : 1);
-  ctx->size_bits = spare - ctx->slot_bits;
-  if (ctx->size_bits > 20) {
-    ctx->size_bits = 20;
-  }
-  if (ctx->size_bits < 0) {
-    ctx->size_bits = 0;
-  }
-  ctx->nslots = (1 << ctx->slot_bits) - 1;
-  ctx->exact_max = ctx->size_bits > 0 ? ((size_t)1 << ctx->size_bits) - 1 : 0;
+  ctx->eng.check_describe = mpiar__check_describe;
+  return mpiar__engine_init(&ctx->eng, &mpiar__transport_mpi, txs, rank, size, tag_ub);
 }
 
 /* Wait for an MPI request (the duplication) until the deadline; 1 if it completed, 0 at the
@@ -603,7 +445,7 @@ static void settings_row(const mpiar__settings_t *set, int fault, uint64_t *row)
  * used, then the first field on which two ranks differ. */
 static int settings_verdict(const mpiar__context_t *ctx, const uint64_t *rows,
                             const mpiar__settings_t *set) {
-  for (int r = 0; r < ctx->size; r++) {
+  for (int r = 0; r < ctx->eng.size; r++) {
     uint64_t fault = rows[(size_t)r * ROW_WORDS + ROW_FAULT];
     if (fault != 0) {
       const char *name = fault <= 64 ? mpiar__settings_names[fault - 1] : "a setting";
@@ -611,12 +453,12 @@ static int settings_verdict(const mpiar__context_t *ctx, const uint64_t *rows,
                           "rank %d of %d cannot use its settings (%s is malformed there, or names "
                           "what cannot be used): every rank's first call on the communicator "
                           "fails",
-                          r, ctx->size, name != NULL ? name : "a setting");
+                          r, ctx->eng.size, name != NULL ? name : "a setting");
     }
   }
   for (int f = ROW_ALGORITHM; f < ROW_WORDS; f++) {
     uint64_t first = rows[f];
-    for (int r = 1; r < ctx->size; r++) {
+    for (int r = 1; r < ctx->eng.size; r++) {
       uint64_t v = rows[(size_t)r * ROW_WORDS + f];
       if (v == first) {
         continue;
@@ -625,7 +467,7 @@ static int settings_verdict(const mpiar__context_t *ctx, const uint64_t *rows,
         return mpiar__error(MPIAR_ERR_MISMATCH,
                             "MPIAR_ALGORITHM differs between ranks 0 and %d (here, rank %d: "
                             "'%s'): every rank must run with the same settings",
-                            r, ctx->rank, set->algorithm[0] ? set->algorithm : "auto");
+                            r, ctx->eng.rank, set->algorithm[0] ? set->algorithm : "auto");
       }
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "%s differs between ranks: rank 0 has %llu and rank %d has %llu (every "
@@ -647,28 +489,28 @@ static int agree(mpiar__context_t *ctx, long timeout_ms, const mpiar__settings_t
                  uint64_t selector_key, int *agreed) {
   ctx->local_ranks = 1;
   *agreed = 1;
-  size_t words = (size_t)ctx->size * ROW_WORDS;
+  size_t words = (size_t)ctx->eng.size * ROW_WORDS;
   uint64_t *rows = calloc(words + 2, sizeof *rows);
-  ctx->node_of = ctx->size > 1 ? calloc((size_t)ctx->size, sizeof *ctx->node_of) : NULL;
-  if (rows == NULL || (ctx->size > 1 && ctx->node_of == NULL)) {
+  ctx->node_of = ctx->eng.size > 1 ? calloc((size_t)ctx->eng.size, sizeof *ctx->node_of) : NULL;
+  if (rows == NULL || (ctx->eng.size > 1 && ctx->node_of == NULL)) {
     free(rows);
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->size);
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->eng.size);
   }
-  uint64_t *mine = rows + (size_t)ctx->rank * ROW_WORDS;
+  uint64_t *mine = rows + (size_t)ctx->eng.rank * ROW_WORDS;
   mine[ROW_NODE] = node_key();
   settings_row(set, fault, mine);
   rows[words] = selector_key;
   rows[words + 1] = ~selector_key;
-  int rc = ctx->size > 1 ? mpiar__internal_allreduce(ctx, rows, words + 2, MPIAR_UINT64,
+  int rc = ctx->eng.size > 1 ? mpiar__internal_allreduce(ctx, rows, words + 2, MPIAR_UINT64,
                                                      MPIAR_MAX, timeout_ms)
                          : MPIAR_SUCCESS;
   if (rc == MPIAR_SUCCESS) {
     rc = settings_verdict(ctx, rows, set);
   }
-  if (rc == MPIAR_SUCCESS && ctx->size > 1) {
+  if (rc == MPIAR_SUCCESS && ctx->eng.size > 1) {
     *agreed = rows[words] == selector_key && rows[words + 1] == ~selector_key;
     int nodes = 0;
-    for (int r = 0; r < ctx->size; r++) {
+    for (int r = 0; r < ctx->eng.size; r++) {
       int first = r;
       for (int q = 0; q < r; q++) {
         if (rows[(size_t)q * ROW_WORDS] == rows[(size_t)r * ROW_WORDS]) {
@@ -680,8 +522,8 @@ static int agree(mpiar__context_t *ctx, long timeout_ms, const mpiar__settings_t
     }
     ctx->nnodes = nodes;
     ctx->local_ranks = 0;
-    for (int r = 0; r < ctx->size; r++) {
-      ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->rank];
+    for (int r = 0; r < ctx->eng.size; r++) {
+      ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->eng.rank];
     }
   }
   free(rows);
@@ -704,7 +546,7 @@ static int node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out) {
   if (masks == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the CPU masks of %d nodes", ctx->nnodes);
   }
-  uint64_t *mine = masks + (size_t)ctx->node_of[ctx->rank] * MPIAR__CPU_WORDS;
+  uint64_t *mine = masks + (size_t)ctx->node_of[ctx->eng.rank] * MPIAR__CPU_WORDS;
   mpiar__usable_cpu_mask(mine);
   int rc = mpiar__internal_allreduce(ctx, masks, words, MPIAR_UINT64, MPIAR_BOR, timeout_ms);
   if (rc == MPIAR_SUCCESS) {
@@ -734,7 +576,7 @@ static void report_context(const mpiar__context_t *ctx, const mpiar__settings_t 
   fprintf(stderr,
           "mpiar: rank %d of %d: %d node%s, %d ranks on this node with %d CPUs: waiting ranks "
           "%s (MPIAR_WAIT=%s); %d reduction threads (%s)\n",
-          ctx->rank, ctx->size, ctx->nnodes > 0 ? ctx->nnodes : 1, ctx->nnodes > 1 ? "s" : "",
+          ctx->eng.rank, ctx->eng.size, ctx->nnodes > 0 ? ctx->nnodes : 1, ctx->nnodes > 1 ? "s" : "",
           ctx->local_ranks,
           ctx->node_cpus, ctx->yield ? "yield" : "spin",
           set->wait >= 0 && set->wait <= 2 ? policy[set->wait] : "?", threads, why);
@@ -744,31 +586,25 @@ static void report_context(const mpiar__context_t *ctx, const mpiar__settings_t 
  * policy. @p fault: mpiar__settings_fault() of this rank. */
 static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, int fault,
                          long timeout_ms) {
-  /* Library errors are returned as codes, never turned into an abort by MPI. */
-  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(ctx->comm, &ctx->rank);
-  MPI_Comm_size(ctx->comm, &ctx->size);
+  int rc = engine_open(ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
   ctx->cores = mpiar__usable_cpus();
   /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
   ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->size > ctx->cores);
-  tag_layout(ctx);
-  ctx->slot_req = calloc((size_t)ctx->nslots, sizeof *ctx->slot_req);
-  ctx->held = calloc(MPIAR__HELD_MAX, sizeof *ctx->held);
-  if (ctx->slot_req == NULL || ctx->held == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
-  }
+               (set->wait == MPIAR__WAIT_AUTO && ctx->eng.size > ctx->cores);
   /* The tuning file was loaded by the call that got here (mpiar__settings_checked). */
   const mpiar__tuning_t *tuning = NULL;
   mpiar__tuning_get(set->tuning_file, &tuning);
   int agreed = 1;
-  int rc = agree(ctx, timeout_ms, set, fault, mpiar__selector_key(tuning), &agreed);
+  rc = agree(ctx, timeout_ms, set, fault, mpiar__selector_key(tuning), &agreed);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
   /* The topology the hierarchical algorithms and the selector see (MPIAR_TOPOLOGY=flat: none). */
   if (ctx->node_of != NULL && !set->topology_flat) {
-    if ((rc = mpiar__topology_from_map(&ctx->topo, ctx->size, ctx->node_of)) != MPIAR_SUCCESS) {
+    if ((rc = mpiar__topology_from_map(&ctx->topo, ctx->eng.size, ctx->node_of)) != MPIAR_SUCCESS) {
       return rc;
     }
     ctx->has_topo = 1;
@@ -826,7 +662,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
   if (got <= 0) {
     /* The communicator stays marked: later calls fail at once instead of pairing their own
      * duplicate with another rank's first one (see late_notify). */
-    ctx->broken = 1;
+    ctx->eng.broken = 1;
     if (got == 0) {
       rc = mpiar__error(MPIAR_ERR_TIMEOUT,
                         "creating the communicator context timed out after %ld ms: not every "
@@ -840,7 +676,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
     } else {
       rc = mpiar__error(MPIAR_ERR_MPI, "MPI_Comm_idup failed");
     }
-    snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
+    snprintf(ctx->eng.broken_reason, sizeof ctx->eng.broken_reason, "%s", mpiar_last_error());
   } else {
     ctx->idup_req = MPI_REQUEST_NULL;
     ctx->comm = ctx->late_comm;
@@ -851,8 +687,8 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
     }
     rc = context_setup(ctx, set, fault, left);
     if (rc != MPIAR_SUCCESS) {
-      ctx->broken = 1;
-      snprintf(ctx->broken_reason, sizeof ctx->broken_reason, "%s", mpiar_last_error());
+      ctx->eng.broken = 1;
+      snprintf(ctx->eng.broken_reason, sizeof ctx->eng.broken_reason, "%s", mpiar_last_error());
     }
   }
   link_live(ctx);
@@ -969,13 +805,13 @@ int mpiar__context_enter(MPI_Comm comm, long timeout_ms, mpiar__context_t **out)
   if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
     return rc;
   }
-  if (MPIAR__UNLIKELY(ctx->broken)) {
+  if (MPIAR__UNLIKELY(ctx->eng.broken)) {
     late_notify(ctx);
     mpiar__context_leave(ctx);
     return mpiar__error(MPIAR_ERR_COMM_BROKEN,
                         "an earlier failure broke this communicator's context (%s); free it and "
                         "use a new one",
-                        ctx->broken_reason);
+                        ctx->eng.broken_reason);
   }
   *out = ctx;
   return MPIAR_SUCCESS;
@@ -987,13 +823,13 @@ void mpiar__contexts_progress_all(void) {
   pthread_mutex_lock(&live_lock);
   for (mpiar__context_t *c = live_head; c != NULL; c = c->live_next) {
     int expected = 0;
-    if (c->nactive == 0 || c->broken ||
+    if (c->eng.nactive == 0 || c->eng.broken ||
         !__atomic_compare_exchange_n(&c->entered, &expected, 2, 0, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED)) {
       continue;
     }
     int progressed = 0;
-    mpiar__progress(c, &progressed);
+    mpiar__progress(&c->eng, &progressed);
     if (progressed) {
       mpiar__progress_note();
     }

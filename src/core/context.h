@@ -1,24 +1,10 @@
 /*
- * The MPI layer's state: per-communicator contexts, immutable plans, and requests.
+ * The core's state: per-communicator contexts and their caches.
  *
  * A context (one per user communicator, cached as an MPI attribute on it) holds a private
- * duplicate of the communicator on which all library traffic runs, the plan cache, the requests
- * in progress, and the failure state. A plan is a built schedule plus everything derived from it
- * that does not change between runs (message pieces and their tags); it is immutable once built
- * and shared by every request that runs it. A request holds the per-run state (pending
- * dependency counts, ready queues, MPI requests, scratch), so one plan can run several times at
- * once.
- *
- * Tags. Every message carries, besides the builder's step tag, the slot of its operation (each
- * outstanding operation of a context has its own slot, so messages of different operations never
- * match each other) and, for messages shorter than the size field can hold, its exact length in
- * bytes. A receive of an exact-length message is posted with that tag, so a message of another
- * length can never match it (no truncation is possible, whatever the sender does); a longer
- * message is received only after MPI_Improbe has shown its length. Layout, from the low bits:
- *   step tag (MPIAR__TAG_BITS) | size field (size_bits) | slot (slot_bits)
- * sized from the communicator's MPI_TAG_UB (2^28 - 1 in MPICH 4: 13 size bits and 5 slot bits).
- * The highest slot is reserved for the library's control messages (failure notices, argument
- * checks, the drain at release).
+ * duplicate of the communicator on which all library traffic runs, the engine that runs the
+ * requests in progress over an MPI transport on that duplicate (engine/engine.h: requests,
+ * plans, tags, failure), the plan cache, and the memos of the front end.
  */
 #ifndef MPIAR_CONTEXT_H
 #define MPIAR_CONTEXT_H
@@ -36,39 +22,8 @@
 #include "base/settings.h"
 #include "schedule/schedule.h"
 #include "schedule/topology.h"
+#include "engine/engine.h"
 #include "tuning/tuning.h"
-
-/* Bits of the builders' step tags (schedule.h: tags < MPIAR__TAG_LIMIT = 2^MPIAR__TAG_BITS). */
-#define MPIAR__TAG_BITS 10
-
-/* Control message types (step tags of the control slot). */
-enum {
-  MPIAR__CTL_NOTICE = 0, /* a rank failed: the context is broken everywhere */
-  MPIAR__CTL_FIN = 1,    /* drain at release: this rank will send nothing more */
-  MPIAR__CTL_CHECK = 16  /* + round: argument agreement (MPIAR_CHECK) */
-};
-
-typedef enum mpiar__coll { MPIAR__COLL_ALLREDUCE = 0, MPIAR__COLL_BCAST } mpiar__coll_t;
-
-/* What a schedule depends on: everything but the buffers, the datatype and the operation. */
-typedef struct mpiar__plan_key {
-  int coll;            /* mpiar__coll_t */
-  size_t count;        /* elements */
-  size_t elem_size;    /* bytes per element */
-  const void *builder; /* registry entry */
-  size_t segment_elems;
-  int in_place;
-  int root; /* bcast root, -1 for allreduce */
-} mpiar__plan_key_t;
-
-/* One MPI message of a SEND or RECV step (steps longer than the message limit are several). */
-typedef struct mpiar__piece {
-  uint32_t step;
-  int tag;    /* step tag | size field (the slot is added when the request starts) */
-  size_t off; /* bytes from the step's start */
-  size_t len; /* bytes */
-  uint8_t exact; /* 1: the tag holds the exact length (posted receive); 0: probed receive */
-} mpiar__piece_t;
 
 struct mpiar_request;
 struct mpiar__context;
@@ -100,56 +55,25 @@ typedef struct mpiar__choice {
   const mpiar__tuning_range_t *range; /* MPIAR__SRC_TABLE: the range that decided */
 } mpiar__choice_t;
 
-typedef struct mpiar__plan {
-  mpiar__plan_key_t key;
-  const char *name; /* algorithm name, for messages */
-  mpiar__schedule_t sched;
-  uint32_t *ndeps;      /* per step: its number of dependencies (copied into each run) */
-  uint32_t *start;      /* steps with no dependency, in order */
-  size_t nstart;
-  uint32_t *piece_first; /* per step: first piece (nsteps + 1 entries) */
-  mpiar__piece_t *pieces;
-  size_t npieces;
-  size_t scratch_bytes;
-  int refs;                    /* requests that hold this plan (not evicted while > 0) */
-  struct mpiar_request *spare; /* finished requests kept for reuse (linked by next) */
-  int nspare;
-  uint32_t hash;
-  struct mpiar__plan *hnext;
-  struct mpiar__plan *lru_prev, *lru_next;
-} mpiar__plan_t;
+
 
 /* Plans kept per communicator (a training step's tensor sizes must all stay cached). */
 #define MPIAR__PLAN_CACHE_MAX 1024
 extern int mpiar__plan_cache_max; /* tests lower it to exercise eviction */
 #define MPIAR__PLAN_BUCKETS 256   /* a power of two */
 
-/* Finished requests a plan keeps for reuse, so that repeated calls allocate nothing. */
-#define MPIAR__PLAN_SPARES 4
 
-/* A message taken out of MPI's queue (MPI_Improbe) before its receive was ready. */
-typedef struct mpiar__held {
-  MPI_Message msg;
-  int source, tag;
-  size_t bytes;
-  uint64_t *data; /* non-NULL: already received (an argument check message), msg is null */
-} mpiar__held_t;
-#define MPIAR__HELD_MAX 256
 
-/* A failure notice: which rank failed and why. Every notice has this size. */
-typedef struct mpiar__notice {
-  int32_t rank;
-  int32_t code;
-  char detail[248];
-} mpiar__notice_t;
+
 
 /* Entries of a context's memo of automatic choices (a power of two). */
 #define MPIAR__CHOICE_MEMO 256
 
 typedef struct mpiar__context {
+  /* The engine first: what every call and every pass touches. */
+  mpiar__engine_t eng;
   MPI_Comm user_comm; /* the communicator the attribute sits on */
   MPI_Comm comm;      /* private duplicate: all library traffic */
-  int rank, size;
   int local_ranks;   /* ranks of this communicator on this node */
   int nnodes;        /* nodes of this communicator */
   int *node_of;      /* node of every rank (NULL on one rank) */
@@ -161,45 +85,10 @@ typedef struct mpiar__context {
   int attached;      /* 1 while the attribute holds the context */
   int refs;          /* the attribute + every request that points here */
 
-  /* Tag layout (see the file header). */
-  int size_bits, slot_bits;
-  int nslots;     /* data slots; slot nslots is the control slot */
-  size_t exact_max; /* messages shorter than this carry their exact length */
-
-  /* Operations in progress. */
-  uint32_t seq;                     /* operations started so far */
-  int next_slot;                    /* the next operation's slot: seq mod nslots */
-  struct mpiar_request **slot_req;  /* the request running in each data slot, or NULL */
-  struct mpiar_request *active;     /* every started, unfinished request (list by anext) */
-  struct mpiar_request *active_tail;
-  int nactive;
   int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
   uint32_t check_seq; /* argument checks run so far (control tags) */
-
-  /* Failure: a broken context runs nothing; the reason is every later call's detail. */
-  int broken;
-  MPI_Request *zombies;        /* requests of failed operations still in flight */
-  size_t nzombies, zombie_cap;
-  mpiar__held_t *held;
-  int nheld;
-  uint64_t progress_count;   /* steps completed on this context (any request) */
-  /* Every outstanding MPI request of every operation, tested with one MPI_Testsome per pass
-   * (each MPI_Testsome runs MPI's progress engine once, whatever the number of requests). */
-  MPI_Request *mreq;
-  struct mpiar__mowner {
-    struct mpiar_request *r;
-    uint32_t piece;
-  } *mown;
-  int *mdone;
-  MPI_Status *mstat;
-  size_t nm, mcap;
-  size_t mreserved; /* pieces of the requests in flight: the table's room */
-  double suspect_time;       /* when a held message first contradicted its operation (0: none) */
-  uint64_t suspect_progress; /* progress_count then */
-  unsigned char *fin_early; /* per rank: its FIN (release) arrived before this rank's release */
   MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
   MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
-  struct mpiar_request *tainted; /* failed requests whose memory MPI may still read */
 
   /* Plan cache. */
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
@@ -245,8 +134,6 @@ typedef struct mpiar__context {
   struct mpiar__context *live_next, *live_prev;
 
   /* Large and rarely used, after everything a call touches. */
-  char broken_reason[512];    /* why the context broke (broken != 0) */
-  mpiar__notice_t notice_out; /* sent to every rank when this rank fails */
   /* What automatic choices use (tuning file, whether its table applies). */
   mpiar__selector_t selector;
   /* Recent automatic choices, so that a training step's calls (a few hundred sizes, again and
@@ -261,81 +148,7 @@ typedef struct mpiar__context {
   } choices[MPIAR__CHOICE_MEMO];
 } mpiar__context_t;
 
-/* Request states. */
-enum {
-  MPIAR__REQ_INACTIVE = 0, /* persistent, not started (or finished) */
-  MPIAR__REQ_ACTIVE,
-  MPIAR__REQ_DONE /* nonpersistent, finished, not yet collected by test/wait */
-};
 
-/* Receive piece states. */
-enum { PIECE_WAIT = 0, PIECE_POSTED, PIECE_PROBING, PIECE_DONE };
-
-#define MPIAR__REQUEST_MAGIC 0x6d706172u /* "mpar" */
-
-/* A generalized request (the kvstore's async pushpull): poll advances it and, once it is done,
- * sets *done and returns its result; free releases its state after it is collected. */
-typedef int (*mpiar__gpoll_fn)(void *state, int *done);
-typedef void (*mpiar__gfree_fn)(void *state);
-
-struct mpiar_request {
-  /* What every pass and every test or wait touches, first (a few cache lines). */
-  uint32_t magic;
-  int state;
-  mpiar__context_t *ctx;
-  mpiar__plan_t *plan;
-  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
-  int persistent;
-  int rc;                 /* the result once finished */
-  int check_round, check_rounds;
-  int slot;
-  int tag_base;           /* slot << (size bits + step bits) */
-  uint32_t seq;
-  unsigned polls; /* passes since the clock was last read */
-  unsigned tests; /* test calls (the scan cadence of test loops) */
-  double deadline;
-
-  /* Per-run working state (allocated with the request, sized by the plan). */
-  uint32_t *pending;      /* per step: dependencies not yet complete */
-  uint32_t *ready;        /* communication queue, then computation queue */
-  uint32_t *piece_left;   /* per step: pieces not yet complete */
-  uint8_t *piece_state;   /* per piece: PIECE_* (receives) */
-  uint32_t *probing;      /* receive pieces waiting for MPI_Improbe */
-  size_t nprobing;
-  size_t nmpireq;         /* its MPI requests outstanding (in the context's table) */
-  size_t comm_head, comm_tail, comp_head, comp_tail;
-  size_t done;
-  struct mpiar_request *anext, *aprev; /* context's active list (or its tainted list) */
-  struct mpiar_request *next;          /* plan's spare list */
-
-  /* The call's arguments. */
-  mpiar_dtype_t dtype;
-  mpiar_op_t kop; /* the kernel's operation (AVG runs as SUM) */
-  int average;    /* final reductions divide by the rank count */
-  int tainted;    /* failed with messages in flight: freed only with the context */
-  const void *in; /* user buffers */
-  void *out;
-  char *base[MPIAR__BUF_COUNT];
-  void *scratch;
-  long timeout_ms; /* 0: no deadline */
-  int check;       /* run the argument agreement first */
-  int priority;    /* higher starts first when the kvstore queues requests */
-  mpiar__gfree_fn gfree;
-  void *gstate;
-
-  /* Rarely touched: the detail of a failure, and the argument check's state (control messages):
-   * per field, the smallest value and the lowest rank holding it (entries 2f, 2f + 1), the
-   * largest and its rank (16 + 2f, 17 + 2f). */
-  char detail[512];      /* the result's detail */
-  uint64_t signature[8]; /* the arguments the check agrees on (see executor.c) */
-  int check_sent, check_recvd;
-  int check_failed; /* the ranks disagreed (an error everywhere, the context stays usable) */
-  /* A check message: the accumulator (32 words), then the operation's sequence number (a rank
-   * that does not check the operation tells a difference in the check setting by it). */
-  uint64_t check_acc[32], check_send[33], check_in[33];
-  MPI_Request check_req;
-};
-typedef struct mpiar_request mpiar__request_t;
 
 /*
  * Largest MPI message in bytes; longer steps are split into several messages. A variable, not a
@@ -347,14 +160,7 @@ extern size_t mpiar__max_message_bytes;
 /* Plans built in this process so far (tests check that a cache hit builds nothing). */
 extern size_t mpiar__plans_built;
 
-/* Requests allocated in this process so far (tests check that persistent starts allocate none). */
-extern size_t mpiar__requests_allocated;
 
-/* Requests allocated and not yet freed (tests check that nothing leaks). */
-extern long mpiar__requests_live;
-
-/* Free a request's memory (every request is freed through this). */
-void mpiar__request_free_mem(mpiar__request_t *r);
 
 /* ---- interrupt checks (request.c) ---- */
 
@@ -368,9 +174,16 @@ static inline int mpiar__interrupted(void) {
   return MPIAR__UNLIKELY(mpiar__interrupt_fn != NULL) && mpiar__interrupt_due();
 }
 
-/* Abandon a request as a failure of this rank with @p rc (the detail set): it fails, the context
- * breaks and every other rank is told. */
-void mpiar__request_abandon(mpiar__request_t *r, int rc);
+
+/* The context of a request of the engine (a generalized request has none: NULL). */
+static inline mpiar__context_t *mpiar__ctx_of(const mpiar__request_t *r) {
+  return r->eng == NULL ? NULL
+                        : (mpiar__context_t *)(void *)((char *)r->eng - offsetof(mpiar__context_t, eng));
+}
+
+/* The engine's check_describe for the core's argument check (request.c): the name of field
+ * @p f of the signature, with its smallest (@p which 0) or largest value written as text. */
+const char *mpiar__check_describe(const uint64_t *acc, int f, int which, char *buf, size_t len);
 
 /* ---- context.c ---- */
 
@@ -419,16 +232,6 @@ void mpiar__context_unref(mpiar__context_t *ctx);
 /* Number of live contexts in this process (for tests of the release path). */
 int mpiar__live_contexts(void);
 
-/*
- * Break the context: every active request fails with @p code and @p reason (the request whose
- * failure broke it has failed already, with its own code), this rank's in-flight messages become
- * zombies (drained when the context is released), and, when @p notify, every other rank is sent
- * a failure notice.
- */
-void mpiar__context_break(mpiar__context_t *ctx, int code, const char *reason, int notify);
-
-/* Keep an MPI request of a failed operation until the context is released. */
-void mpiar__context_zombie(mpiar__context_t *ctx, MPI_Request req);
 
 /* Idle polls before a waiting rank starts yielding its core (when the policy yields). */
 #define MPIAR__SPIN_POLLS 64
@@ -489,35 +292,6 @@ int mpiar__wait_result(mpiar__request_t *req);
 
 /* Give the request a blocking call kept for the next like call back to its plan's spares. */
 void mpiar__context_drop_blocking(mpiar__context_t *ctx);
-
-/* ---- executor.c ---- */
-
-/*
- * One progress pass over every active request of the context. Sets *progressed when anything
- * moved. Requests that finish are unlinked and marked done (their rc set).
- */
-void mpiar__progress(mpiar__context_t *ctx, int *progressed);
-
-/* Abandon a failed request (cancel receives, keep sends as zombies) and record its result. */
-void mpiar__request_fail(mpiar__request_t *req, int code, const char *detail);
-
-/* Post a started request's ready messages (or its argument check's first round) now. */
-void mpiar__request_post(mpiar__request_t *req);
-
-/* Reset the run state of a started request and make its first steps ready. */
-void mpiar__request_begin(mpiar__request_t *req);
-
-/* Set up the argument check of a started request (from req->signature). */
-void mpiar__check_init(mpiar__request_t *req);
-
-/* Receive and discard a matched message (drain, mismatch). */
-void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes);
-
-/* Discard a held message (received already, or still in MPI's queue). */
-void mpiar__held_discard(mpiar__context_t *ctx, mpiar__held_t *h);
-
-/* Look at unexpected messages (when idle): notices, mismatched lengths, early messages. */
-void mpiar__scan(mpiar__context_t *ctx);
 
 /* ---- collectives.c ---- */
 

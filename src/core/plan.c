@@ -33,60 +33,8 @@ void mpiar__plan_free(mpiar__plan_t *plan) {
     plan->spare = r->next;
     mpiar__request_free_mem(r);
   }
-  mpiar__schedule_destroy(&plan->sched);
-  free(plan->ndeps);
-  free(plan->start);
-  free(plan->piece_first);
-  free(plan->pieces);
+  mpiar__plan_unprepare(plan);
   free(plan);
-}
-
-/* The pieces of every SEND and RECV step, with their tags (step tag | size field). */
-static int plan_pieces(const mpiar__context_t *ctx, mpiar__plan_t *plan) {
-  const mpiar__schedule_t *s = &plan->sched;
-  size_t max = mpiar__max_message_bytes;
-  size_t n = 0;
-  for (size_t i = 0; i < s->nsteps; i++) {
-    const mpiar__step_t *st = &s->steps[i];
-    if (st->kind == MPIAR__STEP_SEND || st->kind == MPIAR__STEP_RECV) {
-      size_t bytes = st->count * s->elem_size;
-      n += bytes <= max ? 1 : (bytes + max - 1) / max;
-    }
-  }
-  if (n >= UINT32_MAX) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "%s: %zu messages per rank is more than a plan holds",
-                        plan->name, n);
-  }
-  plan->pieces = malloc((n + 1) * sizeof *plan->pieces);
-  plan->piece_first = malloc((s->nsteps + 1) * sizeof *plan->piece_first);
-  if (plan->pieces == NULL || plan->piece_first == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate %zu message pieces", n);
-  }
-  size_t k = 0;
-  size_t large = ctx->exact_max; /* the size field's value that means "probe for the length" */
-  for (size_t i = 0; i < s->nsteps; i++) {
-    plan->piece_first[i] = (uint32_t)k;
-    const mpiar__step_t *st = &s->steps[i];
-    if (st->kind != MPIAR__STEP_SEND && st->kind != MPIAR__STEP_RECV) {
-      continue;
-    }
-    size_t bytes = st->count * s->elem_size;
-    size_t off = 0;
-    do {
-      size_t len = bytes - off < max ? bytes - off : max;
-      mpiar__piece_t *p = &plan->pieces[k++];
-      p->step = (uint32_t)i;
-      p->off = off;
-      p->len = len;
-      p->exact = len < ctx->exact_max;
-      size_t field = p->exact ? len : large;
-      p->tag = (int)((field << MPIAR__TAG_BITS) | (size_t)st->tag);
-      off += len;
-    } while (off < bytes);
-  }
-  plan->piece_first[s->nsteps] = (uint32_t)k;
-  plan->npieces = k;
-  return MPIAR_SUCCESS;
 }
 
 static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
@@ -98,7 +46,7 @@ static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const
   }
   plan->key = *key;
   plan->name = name;
-  mpiar__schedule_init(&plan->sched, ctx->rank, ctx->size, key->count, key->elem_size,
+  mpiar__schedule_init(&plan->sched, ctx->eng.rank, ctx->eng.size, key->count, key->elem_size,
                        key->in_place, name, key->segment_elems);
   plan->sched.root = key->root;
   plan->sched.topo = ctx->has_topo ? &ctx->topo : NULL;
@@ -106,25 +54,12 @@ static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const
   MPIAR__CHECK(build(&plan->sched));
   MPIAR__CHECK(mpiar__schedule_finalize(&plan->sched));
 
+  MPIAR__CHECK(mpiar__plan_prepare(plan, ctx->eng.exact_max, mpiar__max_message_bytes));
   const mpiar__schedule_t *s = &plan->sched;
-  size_t n = s->nsteps;
-  plan->ndeps = malloc((n + 1) * sizeof *plan->ndeps);
-  plan->start = malloc((n + 1) * sizeof *plan->start);
-  if (plan->ndeps == NULL || plan->start == NULL) {
-    MPIAR__FAIL(MPIAR_ERR_NOMEM, "cannot allocate the executor state of a %zu-step plan", n);
-  }
-  for (size_t i = 0; i < n; i++) {
-    plan->ndeps[i] = s->steps[i].ndeps;
-    if (s->steps[i].ndeps == 0) {
-      plan->start[plan->nstart++] = (uint32_t)i;
-    }
-  }
-  MPIAR__CHECK(plan_pieces(ctx, plan));
-  plan->scratch_bytes = s->scratch_elems * s->elem_size;
   const mpiar__settings_t *set = NULL;
   mpiar__settings(&set);
   if (set->debug_schedule) {
-    fprintf(stderr, "mpiar: rank %d schedule %s, %zu elements of %zu bytes\n", ctx->rank, name,
+    fprintf(stderr, "mpiar: rank %d schedule %s, %zu elements of %zu bytes\n", ctx->eng.rank, name,
             key->count, key->elem_size);
     mpiar__schedule_print(s, stderr);
   }

@@ -19,16 +19,6 @@
 
 #include "core/context.h"
 
-size_t mpiar__requests_allocated;
-long mpiar__requests_live;
-
-void mpiar__request_free_mem(mpiar__request_t *r) {
-  if (r != NULL) {
-    __atomic_fetch_sub(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
-    free(r);
-  }
-}
-
 /* Idle passes between two scans of unexpected messages (failure notices, wrong lengths). */
 #define MPIAR__SCAN_PASSES 64
 
@@ -72,58 +62,20 @@ static int interrupted(const char *what, int rank) {
 
 static int abandon_array(int n, mpiar_request_t reqs[], const char *call);
 
-static size_t align_up(size_t x, size_t a) {
-  return (x + a - 1) & ~(a - 1);
-}
-
-/* One allocation: the request, then its working arrays, then its scratch (64-byte aligned). */
-static mpiar__request_t *request_alloc(const mpiar__plan_t *plan) {
-  size_t n = plan->sched.nsteps, np = plan->npieces;
-  size_t off = align_up(sizeof(mpiar__request_t), 64);
-  size_t o_pending = off;
-  off += (n + 1) * sizeof(uint32_t);
-  size_t o_ready = off;
-  off += (2 * n + 1) * sizeof(uint32_t);
-  size_t o_left = off;
-  off += (n + 1) * sizeof(uint32_t);
-  size_t o_probing = off;
-  off += (np + 1) * sizeof(uint32_t);
-  size_t o_state = off;
-  off += np + 1;
-  off = align_up(off, 64);
-  size_t o_scratch = off;
-  off += align_up(plan->scratch_bytes, 64);
-  char *block = NULL;
-  if (posix_memalign((void **)&block, 64, off) != 0) {
-    return NULL;
-  }
-  mpiar__request_t *r = (mpiar__request_t *)block;
-  memset(r, 0, sizeof *r);
-  r->pending = (uint32_t *)(block + o_pending);
-  r->ready = (uint32_t *)(block + o_ready);
-  r->piece_left = (uint32_t *)(block + o_left);
-  r->probing = (uint32_t *)(block + o_probing);
-  r->piece_state = (uint8_t *)(block + o_state);
-  r->scratch = plan->scratch_bytes ? block + o_scratch : NULL;
-  __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
-  __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
-  return r;
-}
-
 int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__request_t **out) {
   mpiar__request_t *r = plan->spare;
   if (r != NULL) {
     plan->spare = r->next;
     plan->nspare--;
   } else {
-    r = request_alloc(plan);
+    r = mpiar__request_alloc(plan);
     if (r == NULL) {
       return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request for a %zu-step %s plan",
                           plan->sched.nsteps, plan->name);
     }
   }
   r->magic = MPIAR__REQUEST_MAGIC;
-  r->ctx = ctx;
+  r->eng = &ctx->eng;
   r->plan = plan;
   r->persistent = 0;
   r->tainted = 0;
@@ -132,7 +84,7 @@ int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__reques
   r->detail[0] = '\0';
   r->check = 0;
   r->check_rounds = r->check_round = 0;
-  r->check_req = MPI_REQUEST_NULL;
+  r->check_req.handle = 0;
   r->priority = 0;
   r->next = r->anext = r->aprev = NULL;
   plan->refs++;
@@ -142,14 +94,14 @@ int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__reques
 }
 
 void mpiar__request_release(mpiar__request_t *r) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__context_t *ctx = mpiar__ctx_of(r);
   mpiar__plan_t *plan = r->plan;
   r->magic = 0;
   plan->refs--;
   if (r->tainted) {
-    r->anext = ctx->tainted;
-    ctx->tainted = r;
-  } else if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->broken) {
+    r->anext = ctx->eng.tainted;
+    ctx->eng.tainted = r;
+  } else if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->eng.broken) {
     r->next = plan->spare;
     plan->spare = r;
     plan->nspare++;
@@ -169,7 +121,7 @@ void mpiar__context_drop_blocking(mpiar__context_t *ctx) {
   mpiar__plan_t *plan = r->plan;
   r->magic = 0;
   plan->refs--;
-  if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->broken) {
+  if (plan->nspare < MPIAR__PLAN_SPARES && !ctx->eng.broken) {
     r->next = plan->spare;
     plan->spare = r;
     plan->nspare++;
@@ -181,105 +133,77 @@ void mpiar__context_drop_blocking(mpiar__context_t *ctx) {
 /* Wait (advancing the context) until @p slot is free; the new request's deadline bounds it. */
 static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
   unsigned idle = 0;
-  while (ctx->slot_req[slot] != NULL && !ctx->broken) {
+  while (ctx->eng.slot_req[slot] != NULL && !ctx->eng.broken) {
     int progressed = 0;
-    mpiar__progress(ctx, &progressed);
+    mpiar__progress(&ctx->eng, &progressed);
     if (progressed) {
       idle = 0;
       continue;
     }
     if (++idle % MPIAR__SCAN_PASSES == 0) {
-      mpiar__scan(ctx);
+      mpiar__scan(&ctx->eng);
       if (mpiar__interrupted()) {
-        return interrupted("the wait for a free operation slot", ctx->rank);
+        return interrupted("the wait for a free operation slot", ctx->eng.rank);
       }
       if (deadline > 0 && MPI_Wtime() > deadline) {
         return mpiar__error(MPIAR_ERR_TIMEOUT,
                             "rank %d: timed out waiting for operation %u to finish before "
                             "starting another in its slot",
-                            ctx->rank, ctx->slot_req[slot] ? ctx->slot_req[slot]->seq : 0);
+                            ctx->eng.rank, ctx->eng.slot_req[slot] ? ctx->eng.slot_req[slot]->seq : 0);
       }
     }
     mpiar__idle(ctx, idle);
   }
-  if (ctx->broken) {
+  if (ctx->eng.broken) {
     return mpiar__error(MPIAR_ERR_COMM_BROKEN, "the communicator's context broke: %s",
-                        ctx->broken_reason);
+                        ctx->eng.broken_reason);
   }
   return MPIAR_SUCCESS;
 }
 
 int mpiar__request_start(mpiar__request_t *r) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__context_t *ctx = mpiar__ctx_of(r);
   double deadline = r->timeout_ms > 0 ? MPI_Wtime() + (double)r->timeout_ms * 1e-3 : 0;
-  int slot = ctx->next_slot; /* seq mod nslots */
-  if (ctx->slot_req[slot] != NULL) {
+  int slot = ctx->eng.next_slot; /* seq mod nslots */
+  if (ctx->eng.slot_req[slot] != NULL) {
     int rc = slot_wait(ctx, slot, deadline);
     if (rc != MPIAR_SUCCESS) {
-      if (!ctx->broken) {
+      if (!ctx->eng.broken) {
         char reason[512];
         snprintf(reason, sizeof reason, "%s", mpiar_last_error());
-        mpiar__context_break(ctx, rc, reason, 1);
+        mpiar__engine_break(&ctx->eng, rc, reason, 1);
         mpiar__error(rc, "%s", reason);
       }
       return rc;
     }
   }
-  /* Room in the context's table for every message of every run in flight (it grows only when a
-   * larger mix of operations than ever before is in flight). */
-  size_t need = ctx->mreserved + r->plan->npieces + 2;
-  if (need > ctx->mcap) {
-    size_t cap = ctx->mcap ? ctx->mcap : 64;
-    while (cap < need) {
-      cap *= 2;
-    }
-    MPI_Request *q = realloc(ctx->mreq, cap * sizeof *q);
-    if (q != NULL) {
-      ctx->mreq = q;
-    }
-    struct mpiar__mowner *o = q ? realloc(ctx->mown, cap * sizeof *o) : NULL;
-    if (o != NULL) {
-      ctx->mown = o;
-    }
-    int *d = o ? realloc(ctx->mdone, cap * sizeof *d) : NULL;
-    if (d != NULL) {
-      ctx->mdone = d;
-    }
-    MPI_Status *st = d ? realloc(ctx->mstat, cap * sizeof *st) : NULL;
-    if (st == NULL) {
-      return mpiar__error(MPIAR_ERR_NOMEM, "cannot grow the request table to %zu entries", cap);
-    }
-    ctx->mstat = st;
-    ctx->mcap = cap;
-  }
-  ctx->mreserved += r->plan->npieces;
-  r->seq = ctx->seq++;
-  ctx->next_slot = slot + 1 < ctx->nslots ? slot + 1 : 0;
-  r->slot = slot;
-  r->tag_base = slot << (ctx->size_bits + MPIAR__TAG_BITS);
-  r->deadline = deadline;
-  r->state = MPIAR__REQ_ACTIVE;
-  r->rc = MPIAR_SUCCESS;
-  ctx->slot_req[slot] = r;
-  /* Append, so passes visit requests in start order. */
-  r->anext = NULL;
-  r->aprev = ctx->active_tail;
-  if (ctx->active_tail != NULL) {
-    ctx->active_tail->anext = r;
+  return mpiar__engine_start(&ctx->eng, r, deadline);
+}
+
+/* ---- the argument check's fields (the engine's check_describe) ---- */
+
+static const char *const check_fields[8] = {"collective", "count",     "element size", "datatype",
+                                            "operation",  "algorithm", "segment",      "root"};
+
+const char *mpiar__check_describe(const uint64_t *acc, int f, int which, char *buf, size_t len) {
+  uint64_t v = acc[(which ? 16 : 0) + 2 * f];
+  if (f == 3 && mpiar_dtype_name((mpiar_dtype_t)v) != NULL) {
+    snprintf(buf, len, "%s", mpiar_dtype_name((mpiar_dtype_t)v));
+  } else if (f == 4 && mpiar_op_name((mpiar_op_t)v) != NULL) {
+    snprintf(buf, len, "%s", mpiar_op_name((mpiar_op_t)v));
+  } else if (f == 5 && acc[0] == MPIAR__COLL_BCAST) {
+    snprintf(buf, len, "%s",
+             v < (uint64_t)mpiar__bcast_algorithm_count ? mpiar__bcast_algorithms[v].name : "?");
+  } else if (f == 5 && v <= UINT32_MAX && mpiar__algorithm_at((unsigned)v) != NULL) {
+    snprintf(buf, len, "%s", mpiar__algorithm_at((unsigned)v)->name);
+  } else if (f == 0) {
+    snprintf(buf, len, "%s", v == MPIAR__COLL_BCAST ? "bcast" : "allreduce");
+  } else if (f == 7 && v == UINT64_MAX) {
+    snprintf(buf, len, "none");
   } else {
-    ctx->active = r;
+    snprintf(buf, len, "%llu", (unsigned long long)v);
   }
-  ctx->active_tail = r;
-  ctx->nactive++;
-  if (r->check && ctx->size > 1) {
-    mpiar__check_init(r);
-  } else {
-    r->check_rounds = r->check_round = 0;
-    mpiar__request_begin(r);
-  }
-  /* Post the first messages now, as MPI's nonblocking calls do. */
-  mpiar__request_post(r);
-  return MPIAR_SUCCESS;
+  return check_fields[f];
 }
 
 /* ---- handles ---- */
@@ -397,8 +321,8 @@ int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *s
 
 /* Give the core away between rounds of a wait when the node is oversubscribed. */
 static void idle_of(mpiar__request_t *r, unsigned idle) {
-  if (r->ctx != NULL) {
-    mpiar__idle(r->ctx, idle);
+  if (r->eng != NULL) {
+    mpiar__idle(mpiar__ctx_of(r), idle);
   } else if (idle > 64) {
     sched_yield();
   }
@@ -407,19 +331,19 @@ static void idle_of(mpiar__request_t *r, unsigned idle) {
 /* One round of progress on a core request's context; *idle counts passes that moved nothing. */
 static void advance(mpiar__context_t *ctx, unsigned *idle) {
   int progressed = 0;
-  mpiar__progress(ctx, &progressed);
+  mpiar__progress(&ctx->eng, &progressed);
   if (progressed) {
     *idle = 0;
     return;
   }
   ++*idle;
   if (*idle % MPIAR__SCAN_PASSES == 0) {
-    mpiar__scan(ctx);
+    mpiar__scan(&ctx->eng);
   }
 }
 
 int mpiar__wait_result(mpiar__request_t *r) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__context_t *ctx = mpiar__ctx_of(r);
   unsigned idle = 0, passes = 0;
   while (r->state == MPIAR__REQ_ACTIVE) {
     advance(ctx, &idle);
@@ -428,7 +352,7 @@ int mpiar__wait_result(mpiar__request_t *r) {
     }
     if (MPIAR__UNLIKELY(mpiar__interrupt_fn != NULL) && (++passes & 63) == 0 &&
         mpiar__interrupt_due()) {
-      mpiar__request_abandon(r, interrupted("the wait for an operation", ctx->rank));
+      mpiar__request_abandon(r, interrupted("the wait for an operation", ctx->eng.rank));
       break;
     }
     mpiar__idle(ctx, idle);
@@ -470,7 +394,7 @@ static int step(mpiar__request_t *r) {
     }
     return MPIAR_SUCCESS;
   }
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__context_t *ctx = mpiar__ctx_of(r);
   int rc = mpiar__context_enter_ctx(ctx);
   if (rc != MPIAR_SUCCESS) {
     return rc;
@@ -480,7 +404,7 @@ static int step(mpiar__request_t *r) {
   /* A loop of tests also looks at unexpected messages now and then, so that it notices a
    * failed rank. */
   if (r->state == MPIAR__REQ_ACTIVE && (++r->tests & 63) == 0) {
-    mpiar__scan(ctx);
+    mpiar__scan(&ctx->eng);
   }
   mpiar__context_leave(ctx);
   return MPIAR_SUCCESS;
@@ -488,7 +412,7 @@ static int step(mpiar__request_t *r) {
 
 /* Release a core request's memory and its references (the caller is not inside its context). */
 static void release_outside(mpiar__request_t *r) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__context_t *ctx = mpiar__ctx_of(r);
   ctx->refs++;
   mpiar__request_release(r);
   mpiar__context_unref(ctx);
@@ -509,7 +433,7 @@ static int collect(mpiar_request_t *req, mpiar__request_t *r) {
   } else if (r->persistent) {
     r->state = MPIAR__REQ_INACTIVE;
   } else {
-    mpiar__context_t *ctx = r->ctx;
+    mpiar__context_t *ctx = mpiar__ctx_of(r);
     /* Releasing may drop the context's last reference: enter it while the request goes. */
     int erc = mpiar__context_enter_ctx(ctx);
     if (erc != MPIAR_SUCCESS) {
@@ -599,7 +523,7 @@ int mpiar_wait(mpiar_request_t *req) {
   }
   if (r->gpoll == NULL && r->state == MPIAR__REQ_ACTIVE) {
     /* The common case: stay inside the context for the whole wait. */
-    mpiar__context_t *ctx = r->ctx;
+    mpiar__context_t *ctx = mpiar__ctx_of(r);
     if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
       return rc;
     }
@@ -636,13 +560,13 @@ static int abandon_array(int n, mpiar_request_t reqs[], const char *call) {
     if (r == NULL || r->gpoll != NULL || r->state == MPIAR__REQ_INACTIVE) {
       continue;
     }
-    if (mpiar__context_enter_ctx(r->ctx) != MPIAR_SUCCESS) {
+    if (mpiar__context_enter_ctx(mpiar__ctx_of(r)) != MPIAR_SUCCESS) {
       continue;
     }
     if (r->state == MPIAR__REQ_ACTIVE) {
-      mpiar__request_abandon(r, interrupted(call, r->ctx->rank));
+      mpiar__request_abandon(r, interrupted(call, mpiar__ctx_of(r)->eng.rank));
     }
-    mpiar__context_leave(r->ctx);
+    mpiar__context_leave(mpiar__ctx_of(r));
     /* Failed now, or by the break that an earlier one's failure caused. */
     collect(&reqs[i], r);
   }

@@ -153,12 +153,12 @@ void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int a
   }
   sel->tuning = t;
   int nodes = ctx->nnodes > 0 ? ctx->nnodes : 1;
-  int largest = ctx->size;
+  int largest = ctx->eng.size;
   if (ctx->node_of != NULL) {
     largest = 0;
     for (int n = 0; n < nodes; n++) {
       int k = 0;
-      for (int r = 0; r < ctx->size; r++) {
+      for (int r = 0; r < ctx->eng.size; r++) {
         k += ctx->node_of[r] == n;
       }
       largest = k > largest ? k : largest;
@@ -167,7 +167,7 @@ void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int a
   mpiar__fingerprint_t here;
   mpiar__fingerprint_here(&here);
   sel->table =
-      mpiar__tuning_applies(t, ctx->size, nodes, largest, &here, sel->why, sizeof sel->why);
+      mpiar__tuning_applies(t, ctx->eng.size, nodes, largest, &here, sel->why, sizeof sel->why);
 }
 
 /*

@@ -1,20 +1,21 @@
 /*
- * The MPI executor: runs requests (one rank's schedule each) with nonblocking point-to-point
- * messages on the context's private communicator.
+ * The executor: runs requests (one rank's schedule each) with nonblocking messages of the
+ * engine's transport (transport.h).
  *
  * A step becomes ready when its dependencies are complete. Ready communication steps are posted
  * at once (receives as early as the schedule allows); ready reductions run one per pass with a
- * progress poll (MPI_Testsome) between them, so a segmented schedule overlaps the transfer of
- * chunk k+1 with the reduction of chunk k. A pass over a context advances every request in
- * progress on it, so outstanding operations progress together whichever one is waited for.
+ * poll of the transport (MPI: MPI_Testsome) between them, so a segmented schedule overlaps the
+ * transfer of chunk k+1 with the reduction of chunk k. A pass over an engine advances every
+ * request in progress on it, so outstanding operations progress together whichever one is
+ * waited for.
  *
  * Receives never truncate: a message shorter than the tag's size field can hold carries its exact
  * length in its tag, and its receive is posted with that tag, so a message of another length
- * cannot match it; a longer message is taken with MPI_Improbe and received only if its length is
+ * cannot match it; a longer message is taken with a probe and received only if its length is
  * the expected one. (MPICH raises a truncated receive on MPI_COMM_WORLD's error handler, which
  * aborts by default, whatever the private communicator's handler says.) A message of another
  * length is found by the scan of unexpected messages that runs while a rank waits: it names what
- * each side expected, and the rank breaks the context and notifies the others.
+ * each side expected, and the rank breaks the engine and notifies the others.
  *
  * The deadline is checked every MPIAR__CLOCK_PASSES passes and after every reduction, whether or
  * not anything progresses, so a call returns within about one reduction of its deadline.
@@ -23,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "engine/engine.h"
 #include "reduce_kernels/kernels.h"
 
 /* Passes between two looks at the clock. */
@@ -32,8 +33,12 @@
 /* How long a failed request waits for receives that already matched a message to finish. */
 #define MPIAR__ABANDON_WAIT_S 5.0
 
-/* Matched receives (Imrecv) are in state PIECE_POSTED with this flag: they cannot be cancelled. */
+/* Matched receives (recv_msg) are in state PIECE_POSTED with this flag: they cannot be
+ * cancelled. */
 #define PIECE_MATCHED 0x80
+
+/* Marks a table owner whose entry completed in this poll (pieces are far fewer than 2^31). */
+#define OWNER_DONE 0x80000000u
 
 static inline char *addr(const mpiar__request_t *r, mpiar__operand_t o) {
   return r->base[o.buf] + o.off * r->plan->sched.elem_size;
@@ -52,7 +57,7 @@ static inline void make_ready(mpiar__request_t *r, uint32_t step) {
 static inline void complete_step(mpiar__request_t *r, uint32_t step) {
   const mpiar__schedule_t *s = &r->plan->sched;
   r->done++;
-  r->ctx->progress_count++;
+  r->eng->progress_count++;
   for (uint32_t k = s->succ_first[step]; k < s->succ_first[step + 1]; k++) {
     uint32_t next = s->succ[k];
     if (--r->pending[next] == 0) {
@@ -61,25 +66,23 @@ static inline void complete_step(mpiar__request_t *r, uint32_t step) {
   }
 }
 
-static int mpi_error(int err, const char *what, const mpiar__request_t *r, uint32_t step) {
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) {
-    snprintf(msg, sizeof msg, "MPI error %d", err);
-  }
-  return mpiar__error(MPIAR_ERR_MPI, "rank %d: %s in %s step %u failed: %s", r->ctx->rank, what,
+/* A transport call named @p what failed with the transport's error @p err. */
+static int tx_error(int err, const char *what, const mpiar__request_t *r, uint32_t step) {
+  char msg[512];
+  r->eng->tx->error_string(err, msg, sizeof msg);
+  return mpiar__error(MPIAR_ERR_MPI, "rank %d: %s in %s step %u failed: %s", r->eng->rank, what,
                       r->plan->name, step, msg);
 }
 
-/* ---- messages taken out of MPI's queue ---- */
+/* ---- messages taken out of the transport's queue ---- */
 
 /* Remove and return the earliest held message from @p source with @p tag; 0 if none. */
-static int held_take(mpiar__context_t *ctx, int source, int tag, mpiar__held_t *out) {
-  for (int i = 0; i < ctx->nheld; i++) {
-    if (ctx->held[i].source == source && ctx->held[i].tag == tag) {
-      *out = ctx->held[i];
-      memmove(&ctx->held[i], &ctx->held[i + 1], (size_t)(ctx->nheld - i - 1) * sizeof *ctx->held);
-      ctx->nheld--;
+static int held_take(mpiar__engine_t *e, int source, int tag, mpiar__held_t *out) {
+  for (int i = 0; i < e->nheld; i++) {
+    if (e->held[i].msg.source == source && e->held[i].msg.tag == tag) {
+      *out = e->held[i];
+      memmove(&e->held[i], &e->held[i + 1], (size_t)(e->nheld - i - 1) * sizeof *e->held);
+      e->nheld--;
       return 1;
     }
   }
@@ -87,73 +90,46 @@ static int held_take(mpiar__context_t *ctx, int source, int tag, mpiar__held_t *
 }
 
 /*
- * The next message from @p source with @p tag, held or in MPI's queue: 1 if taken, 0 if none
- * yet, or an MPI error code (> 1 is impossible for MPI_SUCCESS = 0, so errors are negated).
+ * The next message from @p source with @p tag, held or in the transport's queue: 1 if taken, 0
+ * if none yet, or minus the transport's error code (errors are never 0).
  */
-static int take_message(mpiar__context_t *ctx, int source, int tag, mpiar__held_t *out) {
-  if (ctx->nheld > 0 && held_take(ctx, source, tag, out)) {
+static int take_message(mpiar__engine_t *e, int source, int tag, mpiar__held_t *out) {
+  if (e->nheld > 0 && held_take(e, source, tag, out)) {
     return 1;
   }
-  int flag = 0;
-  MPI_Status st;
-  int err = MPI_Improbe(source, tag, ctx->comm, &flag, &out->msg, &st);
-  if (err != MPI_SUCCESS) {
+  int found = 0;
+  int err = e->tx->probe(e->txs, source, tag, &out->msg, &found);
+  if (err != 0) {
     return -(err > 0 ? err : 1);
   }
-  if (!flag) {
+  if (!found) {
     return 0;
   }
-  int count = 0;
-  MPI_Get_count(&st, MPI_BYTE, &count);
-  out->source = source;
-  out->tag = tag;
-  out->bytes = (size_t)count;
   out->data = NULL;
   return 1;
 }
 
-void mpiar__discard(mpiar__context_t *ctx, MPI_Message *msg, size_t bytes) {
-  (void)ctx;
-  /* Into a scratch buffer, in blocks that all land on the same 64 KiB (an overlapping receive
-   * type is never read back, and it keeps a stray gigabyte from needing a gigabyte). */
-  enum { SINK = 64 * 1024 };
-  static _Thread_local char sink[SINK];
-  if (bytes <= SINK) {
-    MPI_Mrecv(sink, (int)bytes, MPI_BYTE, msg, MPI_STATUS_IGNORE);
-    return;
-  }
-  MPI_Datatype blocks, rest, whole;
-  int nblocks = (int)(bytes / SINK);
-  int tail = (int)(bytes % SINK);
-  MPI_Type_create_hvector(nblocks, SINK, 0, MPI_BYTE, &blocks);
-  int lens[2] = {1, tail};
-  MPI_Aint displs[2] = {0, 0};
-  MPI_Datatype types[2] = {blocks, MPI_BYTE};
-  MPI_Type_create_struct(tail > 0 ? 2 : 1, lens, displs, types, &whole);
-  MPI_Type_commit(&whole);
-  MPI_Mrecv(sink, 1, whole, msg, MPI_STATUS_IGNORE);
-  MPI_Type_free(&whole);
-  MPI_Type_free(&blocks);
-  (void)rest;
+void mpiar__discard(mpiar__engine_t *e, mpiar__txmsg_t *msg, size_t bytes) {
+  (void)bytes; /* the message knows its length */
+  e->tx->recv_now(e->txs, NULL, msg);
 }
 
-void mpiar__held_discard(mpiar__context_t *ctx, mpiar__held_t *h) {
+void mpiar__held_discard(mpiar__engine_t *e, mpiar__held_t *h) {
   if (h->data != NULL) {
     free(h->data);
     h->data = NULL;
   } else {
-    mpiar__discard(ctx, &h->msg, h->bytes);
+    mpiar__discard(e, &h->msg, h->msg.bytes);
   }
 }
 
 /* ---- posting and completing messages ---- */
 
-/* Record an outstanding MPI request in the context's table (room was made at the start). */
-static inline void add_mpireq(mpiar__request_t *r, MPI_Request q, uint32_t piece) {
-  mpiar__context_t *ctx = r->ctx;
-  ctx->mreq[ctx->nm] = q;
-  ctx->mown[ctx->nm].r = r;
-  ctx->mown[ctx->nm++].piece = piece;
+/* Record the owner of the message just posted as entry e->nm (room was made at the start). */
+static inline void add_owner(mpiar__request_t *r, uint32_t piece) {
+  mpiar__engine_t *e = r->eng;
+  e->mown[e->nm].r = r;
+  e->mown[e->nm++].piece = piece;
   r->nmpireq++;
 }
 
@@ -164,29 +140,25 @@ static int length_mismatch(mpiar__request_t *r, uint32_t piece, size_t got) {
                       "rank %d: %s step %u expected %zu bytes from rank %d but rank %d sent %zu: "
                       "the ranks called the collective with different counts, datatypes, "
                       "algorithms or segment sizes",
-                      r->ctx->rank, r->plan->name, p->step, p->len, st->peer, st->peer, got);
+                      r->eng->rank, r->plan->name, p->step, p->len, st->peer, st->peer, got);
 }
 
 /* Receive a taken message into piece @p k, if its length is the expected one. */
 static int receive_taken(mpiar__request_t *r, uint32_t k, mpiar__held_t *m) {
   const mpiar__piece_t *p = &r->plan->pieces[k];
   const mpiar__step_t *st = &r->plan->sched.steps[p->step];
-  if (m->bytes != p->len) {
-    int rc = length_mismatch(r, k, m->bytes);
-    mpiar__discard(r->ctx, &m->msg, m->bytes);
+  mpiar__engine_t *e = r->eng;
+  if (m->msg.bytes != p->len) {
+    int rc = length_mismatch(r, k, m->msg.bytes);
+    mpiar__discard(e, &m->msg, m->msg.bytes);
     return rc;
   }
-  MPI_Request q = MPI_REQUEST_NULL;
-  int err = MPI_Imrecv(addr(r, st->dst) + p->off, (int)p->len, MPI_BYTE, &m->msg, &q);
-  if (err != MPI_SUCCESS) {
-    int rc = mpi_error(err, "MPI_Imrecv", r, p->step);
-    if (m->msg != MPI_MESSAGE_NULL) {
-      mpiar__discard(r->ctx, &m->msg, m->bytes); /* so that its sender is not left waiting */
-    }
-    return rc;
+  int err = e->tx->recv_msg(e->txs, e->nm, addr(r, st->dst) + p->off, &m->msg);
+  if (err != 0) {
+    return tx_error(err, e->tx->recv_msg_name, r, p->step);
   }
   r->piece_state[k] = PIECE_POSTED | PIECE_MATCHED;
-  add_mpireq(r, q, k);
+  add_owner(r, k);
   return MPIAR_SUCCESS;
 }
 
@@ -194,36 +166,33 @@ static int receive_taken(mpiar__request_t *r, uint32_t k, mpiar__held_t *m) {
 static int post(mpiar__request_t *r, uint32_t step) {
   const mpiar__plan_t *plan = r->plan;
   const mpiar__step_t *st = &plan->sched.steps[step];
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__engine_t *e = r->eng;
   uint32_t first = plan->piece_first[step], last = plan->piece_first[step + 1];
   r->piece_left[step] = last - first;
   for (uint32_t k = first; k < last; k++) {
     const mpiar__piece_t *p = &plan->pieces[k];
     int tag = r->tag_base | p->tag;
-    MPI_Request q = MPI_REQUEST_NULL;
     if (st->kind == MPIAR__STEP_SEND) {
-      int err = MPI_Isend(addr(r, st->a) + p->off, (int)p->len, MPI_BYTE, st->peer, tag,
-                          ctx->comm, &q);
-      if (err != MPI_SUCCESS) {
-        return mpi_error(err, "MPI_Isend", r, step);
+      int err = e->tx->send(e->txs, e->nm, addr(r, st->a) + p->off, p->len, st->peer, tag);
+      if (err != 0) {
+        return tx_error(err, e->tx->send_name, r, step);
       }
-      add_mpireq(r, q, k);
+      add_owner(r, k);
       continue;
     }
     mpiar__held_t m;
-    if (ctx->nheld > 0 && held_take(ctx, st->peer, tag, &m)) {
+    if (e->nheld > 0 && held_take(e, st->peer, tag, &m)) {
       int rc = receive_taken(r, k, &m);
       if (rc != MPIAR_SUCCESS) {
         return rc;
       }
     } else if (p->exact) {
-      int err = MPI_Irecv(addr(r, st->dst) + p->off, (int)p->len, MPI_BYTE, st->peer, tag,
-                          ctx->comm, &q);
-      if (err != MPI_SUCCESS) {
-        return mpi_error(err, "MPI_Irecv", r, step);
+      int err = e->tx->recv(e->txs, e->nm, addr(r, st->dst) + p->off, p->len, st->peer, tag);
+      if (err != 0) {
+        return tx_error(err, e->tx->recv_name, r, step);
       }
       r->piece_state[k] = PIECE_POSTED;
-      add_mpireq(r, q, k);
+      add_owner(r, k);
     } else {
       r->piece_state[k] = PIECE_PROBING;
       r->probing[r->nprobing++] = k;
@@ -241,9 +210,9 @@ static int probe(mpiar__request_t *r, int *progressed) {
     const mpiar__piece_t *p = &r->plan->pieces[k];
     const mpiar__step_t *st = &r->plan->sched.steps[p->step];
     mpiar__held_t m;
-    int got = rc == MPIAR_SUCCESS ? take_message(r->ctx, st->peer, r->tag_base | p->tag, &m) : 0;
+    int got = rc == MPIAR_SUCCESS ? take_message(r->eng, st->peer, r->tag_base | p->tag, &m) : 0;
     if (got < 0) {
-      rc = mpi_error(-got, "MPI_Improbe", r, p->step);
+      rc = tx_error(-got, r->eng->tx->probe_name, r, p->step);
     } else if (got) {
       rc = receive_taken(r, k, &m);
       *progressed = 1;
@@ -258,60 +227,57 @@ static int probe(mpiar__request_t *r, int *progressed) {
 }
 
 /*
- * Test every outstanding MPI request of the context at once and complete the steps whose last
- * piece finished. A request whose message failed (an MPI error, a wrong length) is returned in
+ * Test every outstanding message of the engine at once and complete the steps whose last piece
+ * finished. A request whose message failed (a transport error, a wrong length) is returned in
  * *failed with its error, after the table is consistent again.
  */
-static int poll(mpiar__context_t *ctx, int *progressed, mpiar__request_t **failed) {
+static int poll(mpiar__engine_t *e, int *progressed, mpiar__request_t **failed) {
   *failed = NULL;
-  if (ctx->nm == 0) {
+  if (e->nm == 0) {
     return MPIAR_SUCCESS;
   }
-  int outcount = 0;
-  int err = MPI_Testsome((int)ctx->nm, ctx->mreq, &outcount, ctx->mdone, ctx->mstat);
-  if (err != MPI_SUCCESS && err != MPI_ERR_IN_STATUS) {
-    *failed = ctx->mown[0].r;
-    return mpi_error(err, "MPI_Testsome", *failed, (*failed)->plan->pieces[ctx->mown[0].piece].step);
+  size_t ndone = 0;
+  int err = e->tx->poll(e->txs, e->nm, e->mdone, &ndone);
+  if (err != 0) {
+    *failed = e->mown[0].r;
+    return tx_error(err, e->tx->poll_name, *failed, (*failed)->plan->pieces[e->mown[0].piece].step);
   }
-  if (outcount == MPI_UNDEFINED || outcount == 0) {
+  if (ndone == 0) {
     return MPIAR_SUCCESS;
   }
   *progressed = 1;
   int rc = MPIAR_SUCCESS;
-  for (int i = 0; i < outcount; i++) {
-    mpiar__request_t *r = ctx->mown[ctx->mdone[i]].r;
-    uint32_t k = ctx->mown[ctx->mdone[i]].piece;
-    const mpiar__piece_t *p = &r->plan->pieces[k];
-    const mpiar__step_t *st = &r->plan->sched.steps[p->step];
+  for (size_t i = 0; i < ndone; i++) {
+    struct mpiar__mowner *o = &e->mown[e->mdone[i].index];
+    mpiar__request_t *r = o->r;
+    uint32_t k = o->piece;
+    o->piece |= OWNER_DONE;
     if (rc != MPIAR_SUCCESS) {
-      break;
-    }
-    if (err == MPI_ERR_IN_STATUS && ctx->mstat[i].MPI_ERROR != MPI_SUCCESS) {
-      rc = mpi_error(ctx->mstat[i].MPI_ERROR,
-                     st->kind == MPIAR__STEP_SEND ? "a send" : "a receive", r, p->step);
-      *failed = r;
-    } else if (st->kind == MPIAR__STEP_RECV && !p->exact) {
-      /* An exact piece's tag carries its length, so the message that matched it has that length;
-       * a probed piece's length is checked here. */
-      int count = -1;
-      MPI_Get_count(&ctx->mstat[i], MPI_BYTE, &count);
-      if ((size_t)count != p->len) {
-        rc = length_mismatch(r, k, (size_t)count);
-        *failed = r;
-      }
-    }
-  }
-  /* Completed requests are MPI_REQUEST_NULL now: compact the table, then finish the steps whose
-   * pieces have all completed. */
-  size_t kept = 0;
-  for (size_t i = 0; i < ctx->nm; i++) {
-    if (ctx->mreq[i] != MPI_REQUEST_NULL) {
-      ctx->mreq[kept] = ctx->mreq[i];
-      ctx->mown[kept++] = ctx->mown[i];
       continue;
     }
-    mpiar__request_t *r = ctx->mown[i].r;
-    uint32_t k = ctx->mown[i].piece;
+    const mpiar__piece_t *p = &r->plan->pieces[k];
+    const mpiar__step_t *st = &r->plan->sched.steps[p->step];
+    if (e->mdone[i].err != 0) {
+      rc = tx_error(e->mdone[i].err, st->kind == MPIAR__STEP_SEND ? "a send" : "a receive", r,
+                    p->step);
+      *failed = r;
+    } else if (st->kind == MPIAR__STEP_RECV && !p->exact && e->mdone[i].bytes != p->len) {
+      /* An exact piece's tag carries its length, so the message that matched it has that length;
+       * a probed piece's length is checked here. */
+      rc = length_mismatch(r, k, e->mdone[i].bytes);
+      *failed = r;
+    }
+  }
+  /* The transport has removed the completed entries: remove their owners alike, then finish the
+   * steps whose pieces have all completed. */
+  size_t kept = 0;
+  for (size_t i = 0; i < e->nm; i++) {
+    if (!(e->mown[i].piece & OWNER_DONE)) {
+      e->mown[kept++] = e->mown[i];
+      continue;
+    }
+    mpiar__request_t *r = e->mown[i].r;
+    uint32_t k = e->mown[i].piece & ~OWNER_DONE;
     uint32_t step = r->plan->pieces[k].step;
     r->piece_state[k] = PIECE_DONE;
     r->nmpireq--;
@@ -319,7 +285,7 @@ static int poll(mpiar__context_t *ctx, int *progressed, mpiar__request_t **faile
       complete_step(r, step);
     }
   }
-  ctx->nm = kept;
+  e->nm = kept;
   return rc;
 }
 
@@ -347,14 +313,14 @@ static void run_local(mpiar__request_t *r, uint32_t step) {
 static int timed_out(const mpiar__request_t *r) {
   const mpiar__plan_t *plan = r->plan;
   /* Name the oldest receive still waiting (else the oldest send): that peer is the late one. */
-  const mpiar__context_t *ctx = r->ctx;
+  const mpiar__engine_t *e = r->eng;
   uint32_t step = UINT32_MAX;
   for (int want_recv = 1; want_recv >= 0 && step == UINT32_MAX; want_recv--) {
-    for (size_t i = 0; i < ctx->nm + r->nprobing; i++) {
-      if (i < ctx->nm && ctx->mown[i].r != r) {
+    for (size_t i = 0; i < e->nm + r->nprobing; i++) {
+      if (i < e->nm && e->mown[i].r != r) {
         continue;
       }
-      uint32_t k = i < ctx->nm ? ctx->mown[i].piece : r->probing[i - ctx->nm];
+      uint32_t k = i < e->nm ? e->mown[i].piece : r->probing[i - e->nm];
       uint32_t s = plan->pieces[k].step;
       int is_recv = plan->sched.steps[s].kind == MPIAR__STEP_RECV;
       if (is_recv == want_recv && s < step) {
@@ -365,20 +331,20 @@ static int timed_out(const mpiar__request_t *r) {
   if (r->check_round < r->check_rounds) {
     return mpiar__error(MPIAR_ERR_TIMEOUT,
                         "rank %d: %s timed out after %ld ms in the argument check (round %d of %d)",
-                        r->ctx->rank, plan->name, r->timeout_ms, r->check_round + 1,
+                        r->eng->rank, plan->name, r->timeout_ms, r->check_round + 1,
                         r->check_rounds);
   }
   if (step == UINT32_MAX) {
     return mpiar__error(MPIAR_ERR_TIMEOUT,
                         "rank %d: %s timed out after %ld ms with %zu of %zu steps done and no "
                         "message outstanding",
-                        r->ctx->rank, plan->name, r->timeout_ms, r->done, plan->sched.nsteps);
+                        r->eng->rank, plan->name, r->timeout_ms, r->done, plan->sched.nsteps);
   }
   const mpiar__step_t *st = &plan->sched.steps[step];
   return mpiar__error(MPIAR_ERR_TIMEOUT,
                       "rank %d: %s timed out after %ld ms at step %u: waiting to %s %zu bytes %s "
                       "rank %d (tag %d)",
-                      r->ctx->rank, plan->name, r->timeout_ms, step,
+                      r->eng->rank, plan->name, r->timeout_ms, step,
                       st->kind == MPIAR__STEP_RECV ? "receive" : "send",
                       st->count * plan->sched.elem_size,
                       st->kind == MPIAR__STEP_RECV ? "from" : "to", st->peer, st->tag);
@@ -386,12 +352,9 @@ static int timed_out(const mpiar__request_t *r) {
 
 /* ---- the argument check (MPIAR_CHECK) ---- */
 
-static const char *const check_fields[8] = {"collective", "count",     "element size", "datatype",
-                                            "operation",  "algorithm", "segment",      "root"};
-
 static int check_tag(const mpiar__request_t *r, int round) {
-  const mpiar__context_t *ctx = r->ctx;
-  return (ctx->nslots << (ctx->size_bits + MPIAR__TAG_BITS)) |
+  const mpiar__engine_t *e = r->eng;
+  return (e->nslots << (e->size_bits + MPIAR__TAG_BITS)) |
          (MPIAR__CTL_CHECK * 2 + r->slot * 32 + round);
 }
 
@@ -414,37 +377,17 @@ static void check_combine(uint64_t *acc, const uint64_t *in) {
   }
 }
 
-static void check_describe(const uint64_t *acc, int f, char *buf, size_t len, int which) {
-  uint64_t v = acc[(which ? 16 : 0) + 2 * f];
-  if (f == 3 && mpiar_dtype_name((mpiar_dtype_t)v) != NULL) {
-    snprintf(buf, len, "%s", mpiar_dtype_name((mpiar_dtype_t)v));
-  } else if (f == 4 && mpiar_op_name((mpiar_op_t)v) != NULL) {
-    snprintf(buf, len, "%s", mpiar_op_name((mpiar_op_t)v));
-  } else if (f == 5 && acc[0] == MPIAR__COLL_BCAST) {
-    snprintf(buf, len, "%s",
-             v < (uint64_t)mpiar__bcast_algorithm_count ? mpiar__bcast_algorithms[v].name : "?");
-  } else if (f == 5 && v <= UINT32_MAX && mpiar__algorithm_at((unsigned)v) != NULL) {
-    snprintf(buf, len, "%s", mpiar__algorithm_at((unsigned)v)->name);
-  } else if (f == 0) {
-    snprintf(buf, len, "%s", v == MPIAR__COLL_BCAST ? "bcast" : "allreduce");
-  } else if (f == 7 && v == UINT64_MAX) {
-    snprintf(buf, len, "none");
-  } else {
-    snprintf(buf, len, "%llu", (unsigned long long)v);
-  }
-}
-
 static int check_verdict(mpiar__request_t *r) {
   const uint64_t *acc = r->check_acc;
   for (int f = 0; f < 8; f++) {
     if (acc[2 * f] != acc[16 + 2 * f]) {
       char lo[64], hi[64];
-      check_describe(acc, f, lo, sizeof lo, 0);
-      check_describe(acc, f, hi, sizeof hi, 1);
+      const char *field = r->eng->check_describe(acc, f, 0, lo, sizeof lo);
+      r->eng->check_describe(acc, f, 1, hi, sizeof hi);
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "MPIAR_CHECK: the ranks called the collective with different "
                           "arguments: the %s is %s on rank %llu but %s on rank %llu",
-                          check_fields[f], lo, (unsigned long long)acc[2 * f + 1], hi,
+                          field, lo, (unsigned long long)acc[2 * f + 1], hi,
                           (unsigned long long)acc[16 + 2 * f + 1]);
     }
   }
@@ -458,59 +401,65 @@ static int check_verdict(mpiar__request_t *r) {
  * one fixed length, and a round's receive is taken only after its length is checked.
  */
 static int check_pass(mpiar__request_t *r, int *progressed) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__engine_t *e = r->eng;
   int k = r->check_round;
-  int dist = (int)(((long)1 << k) % ctx->size);
-  int to = (ctx->rank + dist) % ctx->size;
-  int from = (ctx->rank - dist + ctx->size) % ctx->size;
+  int dist = (int)(((long)1 << k) % e->size);
+  int to = (e->rank + dist) % e->size;
+  int from = (e->rank - dist + e->size) % e->size;
   int tag = check_tag(r, k);
   if (!r->check_sent) {
     memcpy(r->check_send, r->check_acc, sizeof r->check_acc);
     r->check_send[32] = r->seq;
-    int err = MPI_Isend(r->check_send, (int)sizeof r->check_send, MPI_BYTE, to, tag, ctx->comm,
-                        &r->check_req);
-    if (err != MPI_SUCCESS) {
-      return mpi_error(err, "MPI_Isend (argument check)", r, 0);
+    int err = e->tx->send_ctl(e->txs, r->check_send, sizeof r->check_send, to, tag, &r->check_req);
+    if (err != 0) {
+      char what[64];
+      snprintf(what, sizeof what, "%s (argument check)", e->tx->send_name);
+      return tx_error(err, what, r, 0);
     }
     r->check_sent = 1;
     *progressed = 1;
   }
   mpiar__held_t m;
-  int got = r->check_recvd ? 0 : take_message(ctx, from, tag, &m);
+  int got = r->check_recvd ? 0 : take_message(e, from, tag, &m);
   if (got < 0) {
-    return mpi_error(-got, "MPI_Improbe (argument check)", r, 0);
+    char what[64];
+    snprintf(what, sizeof what, "%s (argument check)", e->tx->probe_name);
+    return tx_error(-got, what, r, 0);
   }
   if (got) {
-    if (m.bytes != sizeof r->check_in) {
-      mpiar__held_discard(ctx, &m);
+    if (m.msg.bytes != sizeof r->check_in) {
+      mpiar__held_discard(e, &m);
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "rank %d: the argument check of rank %d has %zu bytes, not %zu (another "
                           "mpiar version?)",
-                          ctx->rank, from, m.bytes, sizeof r->check_in);
+                          e->rank, from, m.msg.bytes, sizeof r->check_in);
     }
     if (m.data != NULL) { /* received early by the scan */
       memcpy(r->check_in, m.data, sizeof r->check_in);
       free(m.data);
     } else {
-      int err =
-          MPI_Mrecv(r->check_in, (int)sizeof r->check_in, MPI_BYTE, &m.msg, MPI_STATUS_IGNORE);
-      if (err != MPI_SUCCESS) {
-        return mpi_error(err, "MPI_Mrecv (argument check)", r, 0);
+      int err = e->tx->recv_now(e->txs, r->check_in, &m.msg);
+      if (err != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "%s (argument check)", e->tx->recv_msg_name);
+        return tx_error(err, what, r, 0);
       }
     }
     check_combine(r->check_acc, r->check_in);
     r->check_recvd = 1;
-    ctx->progress_count++;
+    e->progress_count++;
     *progressed = 1;
   }
-  if (r->check_req != MPI_REQUEST_NULL) {
+  if (r->check_req.handle != 0) {
     int flag = 0;
-    int err = MPI_Test(&r->check_req, &flag, MPI_STATUS_IGNORE);
-    if (err != MPI_SUCCESS) {
-      return mpi_error(err, "MPI_Test (argument check)", r, 0);
+    int err = e->tx->test_ctl(e->txs, &r->check_req, &flag);
+    if (err != 0) {
+      char what[64];
+      snprintf(what, sizeof what, "%s (argument check)", e->tx->test_name);
+      return tx_error(err, what, r, 0);
     }
   }
-  if (r->check_sent && r->check_recvd && r->check_req == MPI_REQUEST_NULL) {
+  if (r->check_sent && r->check_recvd && r->check_req.handle == 0) {
     r->check_round++;
     r->check_sent = r->check_recvd = 0;
     *progressed = 1;
@@ -529,16 +478,16 @@ static int check_pass(mpiar__request_t *r, int *progressed) {
 void mpiar__check_init(mpiar__request_t *r) {
   r->check_failed = 0;
   int rounds = 0;
-  while (rounds < 31 && (1 << rounds) < r->ctx->size) {
+  while (rounds < 31 && (1 << rounds) < r->eng->size) {
     rounds++;
   }
   r->check_rounds = rounds;
   r->check_round = 0;
   r->check_sent = r->check_recvd = 0;
-  r->check_req = MPI_REQUEST_NULL;
+  r->check_req.handle = 0;
   for (int f = 0; f < 8; f++) {
     r->check_acc[2 * f] = r->check_acc[16 + 2 * f] = r->signature[f];
-    r->check_acc[2 * f + 1] = r->check_acc[17 + 2 * f] = (uint64_t)r->ctx->rank;
+    r->check_acc[2 * f + 1] = r->check_acc[17 + 2 * f] = (uint64_t)r->eng->rank;
   }
 }
 
@@ -580,28 +529,28 @@ static int stalled(const mpiar__request_t *r) {
     return mpiar__error(MPIAR_ERR_INTERNAL,
                         "rank %d: %s schedule stalled with %zu of %zu steps done (a step depends "
                         "on one that never completes)",
-                        r->ctx->rank, r->plan->name, r->done, n);
+                        r->eng->rank, r->plan->name, r->done, n);
   }
   return MPIAR_SUCCESS;
 }
 
 static void finish(mpiar__request_t *r, int rc) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__engine_t *e = r->eng;
   if (r->aprev != NULL) {
     r->aprev->anext = r->anext;
   } else {
-    ctx->active = r->anext;
+    e->active = r->anext;
   }
   if (r->anext != NULL) {
     r->anext->aprev = r->aprev;
   } else {
-    ctx->active_tail = r->aprev;
+    e->active_tail = r->aprev;
   }
   r->anext = r->aprev = NULL;
-  ctx->nactive--;
-  ctx->mreserved -= r->plan->npieces;
-  if (ctx->slot_req[r->slot] == r) {
-    ctx->slot_req[r->slot] = NULL;
+  e->nactive--;
+  e->mreserved -= r->plan->npieces;
+  if (e->slot_req[r->slot] == r) {
+    e->slot_req[r->slot] = NULL;
   }
   r->rc = rc;
   if (rc != MPIAR_SUCCESS) {
@@ -611,43 +560,43 @@ static void finish(mpiar__request_t *r, int rc) {
 }
 
 void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__engine_t *e = r->eng;
   char saved[512];
   snprintf(saved, sizeof saved, "%s", detail);
   /* Posted receives that have not matched are cancelled; receives that matched a message (and
    * may be writing the caller's buffer) are waited for, so that the buffer is no longer written
    * once the call returns; sends are kept until the context is released. */
-  double until = MPI_Wtime() + MPIAR__ABANDON_WAIT_S;
-  /* Sends still in flight may read the request's scratch: it is then freed with the context. */
-  r->tainted = r->nmpireq > 0 || r->check_req != MPI_REQUEST_NULL;
-  size_t kept = 0;
-  for (size_t i = 0; i < ctx->nm; i++) {
-    if (ctx->mown[i].r != r) {
-      ctx->mreq[kept] = ctx->mreq[i];
-      ctx->mown[kept++] = ctx->mown[i];
+  double until = e->tx->now() + MPIAR__ABANDON_WAIT_S;
+  /* Sends still in flight may read the request's scratch: it is then freed with the engine. */
+  r->tainted = r->nmpireq > 0 || r->check_req.handle != 0;
+  int emptied = 0;
+  for (size_t i = 0; i < e->nm; i++) {
+    if (e->mown[i].r != r) {
       continue;
     }
-    uint32_t k = ctx->mown[i].piece;
+    uint32_t k = e->mown[i].piece;
     const mpiar__step_t *st = &r->plan->sched.steps[r->plan->pieces[k].step];
-    if (st->kind == MPIAR__STEP_RECV && !(r->piece_state[k] & PIECE_MATCHED)) {
-      MPI_Cancel(&ctx->mreq[i]);
-      MPI_Wait(&ctx->mreq[i], MPI_STATUS_IGNORE);
-    } else if (st->kind == MPIAR__STEP_RECV) {
-      int flag = 0;
-      while (MPI_Test(&ctx->mreq[i], &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && !flag &&
-             MPI_Wtime() < until) {
-      }
-      mpiar__context_zombie(ctx, ctx->mreq[i]);
-    } else {
-      mpiar__context_zombie(ctx, ctx->mreq[i]);
-    }
+    int how = st->kind != MPIAR__STEP_RECV              ? MPIAR__TX_KEEP
+              : (r->piece_state[k] & PIECE_MATCHED) != 0 ? MPIAR__TX_FINISH
+                                                         : MPIAR__TX_CANCEL;
+    e->tx->abandon(e->txs, i, how, until);
+    emptied = 1;
   }
-  ctx->nm = kept;
+  if (emptied) {
+    size_t kept = 0;
+    for (size_t i = 0; i < e->nm; i++) {
+      if (e->mown[i].r != r) {
+        e->mown[kept++] = e->mown[i];
+      }
+    }
+    /* The transport removes exactly the entries it emptied, so its table matches the owners. */
+    e->nm = e->tx->compact(e->txs, e->nm);
+  }
   r->nmpireq = 0;
   r->nprobing = 0;
-  if (r->check_req != MPI_REQUEST_NULL) {
-    mpiar__context_zombie(ctx, r->check_req);
-    r->check_req = MPI_REQUEST_NULL;
+  if (r->check_req.handle != 0) {
+    e->tx->keep_ctl(e->txs, &r->check_req);
+    r->check_req.handle = 0;
   }
   r->check_rounds = r->check_round; /* no check left to run */
   mpiar__error(code, "%s", saved);
@@ -658,10 +607,10 @@ void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
 static void fail_and_break(mpiar__request_t *r, int rc) {
   char reason[512];
   snprintf(reason, sizeof reason, "%s", mpiar_last_error());
-  mpiar__context_t *ctx = r->ctx;
+  mpiar__engine_t *e = r->eng;
   mpiar__request_fail(r, rc, reason);
   /* The others in progress on this context fail too, saying which failure broke it. */
-  mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN, reason, 1);
+  mpiar__engine_break(e, MPIAR_ERR_COMM_BROKEN, reason, 1);
 }
 
 void mpiar__request_abandon(mpiar__request_t *r, int rc) {
@@ -707,25 +656,25 @@ void mpiar__request_post(mpiar__request_t *r) {
 }
 
 /*
- * One pass over the context: one MPI_Testsome over the messages of all its requests completes
+ * One pass over the engine: one poll of the transport over the messages of all its requests completes
  * steps; then each request posts what is ready (a start posts its first messages itself), takes
  * the long messages that arrived and runs one reduction (or a round of its argument check), each
  * request that is done finishes, and the deadlines are looked at. A receive and the reduction or
- * send it feeds therefore take one pass, and a pass with nothing to do is one MPI_Testsome and a
+ * send it feeds therefore take one pass, and a pass with nothing to do is one poll and a
  * few comparisons per request.
  */
-void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
-  if (ctx->broken) {
+void mpiar__progress(mpiar__engine_t *e, int *progressed) {
+  if (e->broken) {
     return;
   }
   mpiar__request_t *failed = NULL;
-  int rc = poll(ctx, progressed, &failed);
+  int rc = poll(e, progressed, &failed);
   if (rc != MPIAR_SUCCESS) {
     fail_and_break(failed, rc);
     *progressed = 1;
     return;
   }
-  for (mpiar__request_t *r = ctx->active; r != NULL && !ctx->broken;) {
+  for (mpiar__request_t *r = e->active; r != NULL && !e->broken;) {
     mpiar__request_t *next = r->anext;
     if (r->check_round < r->check_rounds) {
       rc = check_pass(r, progressed);
@@ -743,7 +692,7 @@ void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
     }
     if (rc == MPIAR_SUCCESS && r->deadline > 0 && ++r->polls >= MPIAR__CLOCK_PASSES) {
       r->polls = 0;
-      if (MPI_Wtime() > r->deadline) {
+      if (e->tx->now() > r->deadline) {
         rc = timed_out(r);
       }
     }
@@ -764,26 +713,26 @@ void mpiar__progress(mpiar__context_t *ctx, int *progressed) {
  * may already have matched an earlier message that MPI has not completed yet, so a contradiction
  * is only a suspicion until the context stops progressing (see mpiar__scan).
  */
-static int conflict(mpiar__context_t *ctx, const mpiar__held_t *m, mpiar__request_t **rp,
+static int conflict(mpiar__engine_t *e, const mpiar__held_t *m, mpiar__request_t **rp,
                     uint32_t *piece) {
-  int slot = m->tag >> (ctx->size_bits + MPIAR__TAG_BITS);
-  if (slot >= ctx->nslots) {
+  int slot = m->msg.tag >> (e->size_bits + MPIAR__TAG_BITS);
+  if (slot >= e->nslots) {
     return 0;
   }
-  mpiar__request_t *r = ctx->slot_req[slot];
+  mpiar__request_t *r = e->slot_req[slot];
   if (r == NULL || r->check_round < r->check_rounds) {
     return 0;
   }
-  int step_tag = m->tag & ((1 << MPIAR__TAG_BITS) - 1);
+  int step_tag = m->msg.tag & ((1 << MPIAR__TAG_BITS) - 1);
   const mpiar__plan_t *plan = r->plan;
   for (uint32_t k = 0; k < plan->npieces; k++) {
     const mpiar__piece_t *p = &plan->pieces[k];
     const mpiar__step_t *st = &plan->sched.steps[p->step];
-    if (st->kind != MPIAR__STEP_RECV || st->peer != m->source || st->tag != step_tag ||
+    if (st->kind != MPIAR__STEP_RECV || st->peer != m->msg.source || st->tag != step_tag ||
         r->piece_state[k] == PIECE_DONE || (r->piece_state[k] & PIECE_MATCHED)) {
       continue;
     }
-    if ((r->tag_base | p->tag) == m->tag) {
+    if ((r->tag_base | p->tag) == m->msg.tag) {
       return 0;
     }
     *rp = r;
@@ -794,20 +743,20 @@ static int conflict(mpiar__context_t *ctx, const mpiar__held_t *m, mpiar__reques
 }
 
 /* A failure notice arrived: break the context with the failed rank's reason. */
-static void notice_received(mpiar__context_t *ctx, mpiar__held_t *m) {
+static void notice_received(mpiar__engine_t *e, mpiar__held_t *m) {
   mpiar__notice_t n;
   memset(&n, 0, sizeof n);
-  if (m->bytes == sizeof n) {
-    MPI_Mrecv(&n, (int)sizeof n, MPI_BYTE, &m->msg, MPI_STATUS_IGNORE);
+  if (m->msg.bytes == sizeof n) {
+    e->tx->recv_now(e->txs, &n, &m->msg);
   } else {
-    mpiar__discard(ctx, &m->msg, m->bytes);
-    n.rank = m->source;
+    mpiar__discard(e, &m->msg, m->msg.bytes);
+    n.rank = m->msg.source;
   }
   n.detail[sizeof n.detail - 1] = '\0';
   char reason[512];
   snprintf(reason, sizeof reason, "rank %d failed: %s", (int)n.rank, n.detail);
   mpiar__error(MPIAR_ERR_COMM_BROKEN, "%s", reason);
-  mpiar__context_break(ctx, MPIAR_ERR_COMM_BROKEN, reason, 0);
+  mpiar__engine_break(e, MPIAR_ERR_COMM_BROKEN, reason, 0);
 }
 
 /*
@@ -819,44 +768,42 @@ static void notice_received(mpiar__context_t *ctx, mpiar__held_t *m) {
  * rank for their data. A message for a later operation in the slot is kept (received, with its
  * sequence number) until that operation takes it.
  */
-static void check_strays(mpiar__context_t *ctx) {
+static void check_strays(mpiar__engine_t *e) {
   int step_mask = (1 << MPIAR__TAG_BITS) - 1;
-  for (int i = 0; i < ctx->nheld; i++) {
-    mpiar__held_t *h = &ctx->held[i];
-    int slot = h->tag >> (ctx->size_bits + MPIAR__TAG_BITS);
-    int type = h->tag & step_mask;
-    if (slot != ctx->nslots || type < MPIAR__CTL_CHECK * 2) {
+  for (int i = 0; i < e->nheld; i++) {
+    mpiar__held_t *h = &e->held[i];
+    int slot = h->msg.tag >> (e->size_bits + MPIAR__TAG_BITS);
+    int type = h->msg.tag & step_mask;
+    if (slot != e->nslots || type < MPIAR__CTL_CHECK * 2) {
       continue;
     }
     int s = (type - MPIAR__CTL_CHECK * 2) / 32;
-    mpiar__request_t *r = s < ctx->nslots ? ctx->slot_req[s] : NULL;
-    if (r == NULL || r->check_rounds > 0 || h->bytes != sizeof r->check_in) {
+    mpiar__request_t *r = s < e->nslots ? e->slot_req[s] : NULL;
+    if (r == NULL || r->check_rounds > 0 || h->msg.bytes != sizeof r->check_in) {
       continue; /* no operation there, or it checks too (it takes the message itself) */
     }
     if (h->data == NULL) {
       uint64_t *d = malloc(sizeof r->check_in);
-      if (d == NULL ||
-          MPI_Mrecv(d, (int)sizeof r->check_in, MPI_BYTE, &h->msg, MPI_STATUS_IGNORE) !=
-              MPI_SUCCESS) {
+      if (d == NULL || e->tx->recv_now(e->txs, d, &h->msg) != 0) {
         free(d);
         continue;
       }
       h->data = d;
-      h->msg = MPI_MESSAGE_NULL;
+      h->msg.handle = 0;
     }
     uint32_t seq = (uint32_t)h->data[32];
     if ((int32_t)(seq - r->seq) > 0) {
       continue; /* a later operation's check */
     }
-    int source = h->source;
+    int source = h->msg.source;
     free(h->data);
-    memmove(&ctx->held[i], &ctx->held[i + 1], (size_t)(ctx->nheld - i - 1) * sizeof *ctx->held);
-    ctx->nheld--;
+    memmove(&e->held[i], &e->held[i + 1], (size_t)(e->nheld - i - 1) * sizeof *e->held);
+    e->nheld--;
     int rc = mpiar__error(MPIAR_ERR_MISMATCH,
                           "rank %d: the ranks differ in MPIAR_CHECK (or the options' check): rank "
                           "%d runs the argument check for operation %u on this communicator and "
                           "rank %d runs %s without it; set it alike on every rank",
-                          ctx->rank, source, seq, ctx->rank,
+                          e->rank, source, seq, e->rank,
                           seq == r->seq ? "that operation" : "a later one");
     fail_and_break(r, rc);
     return;
@@ -866,86 +813,78 @@ static void check_strays(mpiar__context_t *ctx) {
 /* How long a contradicting message may wait, with nothing progressing, before it is an error. */
 #define MPIAR__MISMATCH_GRACE_S 0.1
 
-void mpiar__scan(mpiar__context_t *ctx) {
+void mpiar__scan(mpiar__engine_t *e) {
   int step_mask = (1 << MPIAR__TAG_BITS) - 1;
-  while (!ctx->broken && ctx->nheld < MPIAR__HELD_MAX) {
+  while (!e->broken && e->nheld < MPIAR__HELD_MAX) {
     int flag = 0;
     mpiar__held_t m;
-    MPI_Status st;
-    int err = MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, ctx->comm, &flag, &m.msg, &st);
-    if (err != MPI_SUCCESS) {
-      char msg[MPI_MAX_ERROR_STRING], reason[512];
-      int len = 0;
-      if (MPI_Error_string(err, msg, &len) != MPI_SUCCESS) {
-        snprintf(msg, sizeof msg, "MPI error %d", err);
-      }
-      snprintf(reason, sizeof reason, "rank %d: MPI_Improbe failed: %.400s", ctx->rank, msg);
+    int err = e->tx->probe(e->txs, MPIAR__TX_ANY, MPIAR__TX_ANY, &m.msg, &flag);
+    if (err != 0) {
+      char msg[400], reason[512];
+      e->tx->error_string(err, msg, sizeof msg);
+      snprintf(reason, sizeof reason, "rank %d: %s failed: %.400s", e->rank, e->tx->probe_name,
+               msg);
       mpiar__error(MPIAR_ERR_MPI, "%s", reason);
-      mpiar__context_break(ctx, MPIAR_ERR_MPI, reason, 1);
+      mpiar__engine_break(e, MPIAR_ERR_MPI, reason, 1);
       return;
     }
     if (!flag) {
       break;
     }
-    int count = 0;
-    MPI_Get_count(&st, MPI_BYTE, &count);
-    m.source = st.MPI_SOURCE;
-    m.tag = st.MPI_TAG;
-    m.bytes = (size_t)count;
-    int slot = m.tag >> (ctx->size_bits + MPIAR__TAG_BITS);
-    int step_tag = m.tag & step_mask;
-    if (slot == ctx->nslots && step_tag == MPIAR__CTL_NOTICE) {
-      notice_received(ctx, &m);
-    } else if (slot == ctx->nslots && step_tag < MPIAR__CTL_CHECK * 2) {
+    int slot = m.msg.tag >> (e->size_bits + MPIAR__TAG_BITS);
+    int step_tag = m.msg.tag & step_mask;
+    if (slot == e->nslots && step_tag == MPIAR__CTL_NOTICE) {
+      notice_received(e, &m);
+    } else if (slot == e->nslots && step_tag < MPIAR__CTL_CHECK * 2) {
       /* A FIN: that rank released the communicator (its drain counts it when this rank's
        * release comes). */
-      if (step_tag == MPIAR__CTL_FIN && m.source >= 0 && m.source < ctx->size) {
-        if (ctx->fin_early == NULL) {
-          ctx->fin_early = calloc((size_t)ctx->size, 1);
+      if (step_tag == MPIAR__CTL_FIN && m.msg.source >= 0 && m.msg.source < e->size) {
+        if (e->fin_early == NULL) {
+          e->fin_early = calloc((size_t)e->size, 1);
         }
-        if (ctx->fin_early != NULL) {
-          ctx->fin_early[m.source] = 1;
+        if (e->fin_early != NULL) {
+          e->fin_early[m.msg.source] = 1;
         }
       }
-      mpiar__discard(ctx, &m.msg, m.bytes);
+      mpiar__discard(e, &m.msg, m.msg.bytes);
     } else {
       /* A receive not posted yet (a later step, a later operation, an argument check). */
       m.data = NULL;
-      ctx->held[ctx->nheld++] = m;
+      e->held[e->nheld++] = m;
     }
   }
-  if (!ctx->broken) {
-    check_strays(ctx);
+  if (!e->broken) {
+    check_strays(e);
   }
-  if (ctx->broken) {
+  if (e->broken) {
     return;
   }
   mpiar__request_t *r = NULL;
   uint32_t k = 0;
   int i = 0;
-  while (i < ctx->nheld && !conflict(ctx, &ctx->held[i], &r, &k)) {
+  while (i < e->nheld && !conflict(e, &e->held[i], &r, &k)) {
     i++;
   }
-  if (i == ctx->nheld) {
-    ctx->suspect_time = 0;
+  if (i == e->nheld) {
+    e->suspect_time = 0;
     return;
   }
-  double now = MPI_Wtime();
-  if (ctx->suspect_time == 0 || ctx->progress_count != ctx->suspect_progress) {
-    ctx->suspect_time = now;
-    ctx->suspect_progress = ctx->progress_count;
+  double now = e->tx->now();
+  if (e->suspect_time == 0 || e->progress_count != e->suspect_progress) {
+    e->suspect_time = now;
+    e->suspect_progress = e->progress_count;
     return;
   }
-  if (now - ctx->suspect_time < MPIAR__MISMATCH_GRACE_S) {
+  if (now - e->suspect_time < MPIAR__MISMATCH_GRACE_S) {
     return;
   }
   /* Nothing moved while the message waited: the next message this request expects from that
    * rank has another length, so the ranks disagree on the collective's arguments. */
-  mpiar__held_t m = ctx->held[i];
-  memmove(&ctx->held[i], &ctx->held[i + 1], (size_t)(ctx->nheld - i - 1) * sizeof *ctx->held);
-  ctx->nheld--;
-  ctx->suspect_time = 0;
-  mpiar__discard(ctx, &m.msg, m.bytes);
-  int rc = length_mismatch(r, k, m.bytes);
+  mpiar__held_t m = e->held[i];
+  memmove(&e->held[i], &e->held[i + 1], (size_t)(e->nheld - i - 1) * sizeof *e->held);
+  e->nheld--;
+  e->suspect_time = 0;
+  mpiar__discard(e, &m.msg, m.msg.bytes);
+  int rc = length_mismatch(r, k, m.msg.bytes);
   fail_and_break(r, rc);
 }
