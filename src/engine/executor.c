@@ -162,6 +162,23 @@ static int receive_taken(mpiar__request_t *r, uint32_t k, mpiar__held_t *m) {
   return MPIAR_SUCCESS;
 }
 
+/*
+ * Is one of the first @p n probing pieces of @p r waiting for a message from @p peer with
+ * @p tag? Messages of one channel must be taken in the order of the pieces that wait for them
+ * (the sender sent them in that order), so a piece never takes a message while an earlier piece
+ * of its channel waits: a message that arrives between two probes would otherwise go to the
+ * later piece (silently, when the two have the same length).
+ */
+static int probing_for(const mpiar__request_t *r, int peer, int tag, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const mpiar__piece_t *p = &r->plan->pieces[r->probing[i]];
+    if (r->plan->sched.steps[p->step].peer == peer && (r->tag_base | p->tag) == tag) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* Post every piece of a SEND or RECV step. */
 static int post(mpiar__request_t *r, uint32_t step) {
   const mpiar__plan_t *plan = r->plan;
@@ -181,7 +198,8 @@ static int post(mpiar__request_t *r, uint32_t step) {
       continue;
     }
     mpiar__held_t m;
-    if (e->nheld > 0 && held_take(e, st->peer, tag, &m)) {
+    if (e->nheld > 0 && (p->exact || !probing_for(r, st->peer, tag, r->nprobing)) &&
+        held_take(e, st->peer, tag, &m)) {
       int rc = receive_taken(r, k, &m);
       if (rc != MPIAR_SUCCESS) {
         return rc;
@@ -210,7 +228,10 @@ static int probe(mpiar__request_t *r, int *progressed) {
     const mpiar__piece_t *p = &r->plan->pieces[k];
     const mpiar__step_t *st = &r->plan->sched.steps[p->step];
     mpiar__held_t m;
-    int got = rc == MPIAR_SUCCESS ? take_message(r->eng, st->peer, r->tag_base | p->tag, &m) : 0;
+    int tag = r->tag_base | p->tag;
+    int got = rc == MPIAR_SUCCESS && !probing_for(r, st->peer, tag, kept)
+                  ? take_message(r->eng, st->peer, tag, &m)
+                  : 0;
     if (got < 0) {
       rc = tx_error(-got, r->eng->tx->probe_name, r, p->step);
     } else if (got) {
