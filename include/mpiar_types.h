@@ -190,6 +190,14 @@ int mpiar_algorithm_count(void);
 /** @return the name of algorithm @p index (0 <= index < mpiar_algorithm_count()), or NULL. */
 const char *mpiar_algorithm_name(int index);
 
+/**
+ * Check an allreduce algorithm name as the calls take it: NULL, "auto", a registry name, or a
+ * parameterised one (NAME/k=N within the entry's range, as "recursive_multiplying/k=3").
+ * @return MPIAR_SUCCESS, or MPIAR_ERR_UNKNOWN_ALGORITHM with mpiar_last_error() saying what is
+ *         wrong and which names and ranges exist.
+ */
+int mpiar_algorithm_check(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

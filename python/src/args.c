@@ -281,16 +281,8 @@ int pyar_get_int(PyObject *obj, int *v, const char *fname, const char *what) {
 }
 
 int pyar_known_algorithm(const char *name) {
-  if (strcmp(name, "auto") == 0) {
-    return 1;
-  }
-  for (int i = 0; i < mpiar_algorithm_count(); i++) {
-    const char *a = mpiar_algorithm_name(i);
-    if (a != NULL && strcmp(a, name) == 0) {
-      return 1;
-    }
-  }
-  return 0;
+  /* The library's own check: registry names and parameterised ones (NAME/k=N). */
+  return mpiar_algorithm_check(name) == MPIAR_SUCCESS;
 }
 
 int pyar_get_options(PyObject *algorithm, PyObject *segment_bytes, PyObject *timeout_ms,

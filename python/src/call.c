@@ -135,8 +135,8 @@ int pyar_call_prepare_allreduce(pyar_call_t *c, PyObject *x, PyObject *op, PyObj
     return -1;
   }
   if (c->opts.algorithm != NULL && !pyar_known_algorithm(c->opts.algorithm)) {
-    return pyar_raise_code(MPIAR_ERR_UNKNOWN_ALGORITHM, "%s: unknown algorithm '%s'", c->fname,
-                           c->opts.algorithm);
+    return pyar_raise_code(MPIAR_ERR_UNKNOWN_ALGORITHM, "%s: unknown algorithm '%s' (%s)",
+                           c->fname, c->opts.algorithm, mpiar_last_error());
   }
   if (out == x) {
     if (pyar_array_check_writable(&c->in, c->fname, "x (in place, out is x)") < 0) {

@@ -71,7 +71,8 @@ def test_every_dtype_and_op(dtype, op, rank, size):
     np.testing.assert_array_equal(x, before)  # the input is not touched
 
 
-@pytest.mark.parametrize("algorithm", [None, "auto"] + list(mpiar.algorithms()))
+@pytest.mark.parametrize("algorithm", [None, "auto"] + list(mpiar.algorithms()) +
+                         ["recursive_multiplying/k=3", "kary_tree/k=3"])
 @pytest.mark.parametrize("n", [0, 1, 3, 4, 5, 1000, 100003])
 def test_algorithms_and_counts(algorithm, n, rank, size):
     x = data(np.float32, "sum", rank, n)

@@ -119,6 +119,9 @@ def test_bad_ops_and_options():
         mpiar.allreduce(np.ones(3, bool), op="sum")
     with pytest.raises(mpiar.UnknownAlgorithmError):
         mpiar.allreduce(x, algorithm="fastest")
+    # Parameterised names: a k outside the entry's range is refused naming the range.
+    with pytest.raises(mpiar.UnknownAlgorithmError, match="2..8"):
+        mpiar.allreduce(x, algorithm="recursive_multiplying/k=9")
     with pytest.raises(TypeError):
         mpiar.allreduce(x, algorithm=3)
     with pytest.raises(ValueError, match="negative"):

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
+#include "base/common.h"
 #include "base/settings.h"
 
 /*
@@ -278,6 +279,16 @@ const mpiar__algorithm_t *mpiar__bcast_algorithm_find(const char *name) {
 
 int mpiar_algorithm_count(void) {
   return mpiar__algorithm_count;
+}
+
+int mpiar_algorithm_check(const char *name) {
+  mpiar__error_clear();
+  if (name == NULL || strcmp(name, "auto") == 0 || mpiar__algorithm_find(name) != NULL) {
+    return MPIAR_SUCCESS;
+  }
+  char why[512];
+  mpiar__algorithm_explain(name, why, sizeof why);
+  return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "%s", why);
 }
 
 const char *mpiar_algorithm_name(int index) {

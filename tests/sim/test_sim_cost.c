@@ -162,6 +162,15 @@ static void check_names(void) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     EXPECT(mpiar__algorithm_find(refused[i]) == NULL, "%s accepted", refused[i]);
   }
+  /* The public check takes the same names and refuses the same ones, with the explanation. */
+  EXPECT(mpiar_algorithm_check("recursive_multiplying/k=3") == MPIAR_SUCCESS &&
+             mpiar_algorithm_check("auto") == MPIAR_SUCCESS &&
+             mpiar_algorithm_check(NULL) == MPIAR_SUCCESS &&
+             mpiar_algorithm_check("swing") == MPIAR_SUCCESS,
+         "mpiar_algorithm_check refused a good name: %s", mpiar_last_error());
+  EXPECT(mpiar_algorithm_check("recursive_multiplying/k=9") == MPIAR_ERR_UNKNOWN_ALGORITHM &&
+             strstr(mpiar_last_error(), "2..8") != NULL,
+         "mpiar_algorithm_check(k=9): %s", mpiar_last_error());
   char why[512];
   mpiar__algorithm_explain("recursive_multiplying/k=9", why, sizeof why);
   EXPECT(strstr(why, "k=9") != NULL && strstr(why, "2..8") != NULL, "explain: %s", why);
