@@ -20,6 +20,9 @@
 #include "algorithms/algorithms.h"
 #include "base/common.h"
 #include "base/settings.h"
+#include "core/comm_check.h"
+#include "core/grequest.h"
+#include "core/interrupt.h"
 #include "schedule/schedule.h"
 #include "schedule/topology.h"
 #include "engine/engine.h"
@@ -162,19 +165,6 @@ extern size_t mpiar__plans_built;
 
 
 
-/* ---- interrupt checks (request.c) ---- */
-
-/* The calling thread's interrupt check (mpiar_set_interrupt()), or NULL. */
-extern _Thread_local mpiar_interrupt_fn mpiar__interrupt_fn;
-
-/* Has the calling thread's interrupt check asked to abandon the wait? Calls it at most every
- * 20 ms; 0 without one. */
-int mpiar__interrupt_due(void);
-static inline int mpiar__interrupted(void) {
-  return MPIAR__UNLIKELY(mpiar__interrupt_fn != NULL) && mpiar__interrupt_due();
-}
-
-
 /* The context of a request of the engine (a generalized request has none: NULL). */
 static inline mpiar__context_t *mpiar__ctx_of(const mpiar__request_t *r) {
   return r->eng == NULL ? NULL
@@ -195,13 +185,6 @@ static inline int mpiar__mpi_finalized(void) {
 
 /* Check that MPI is initialised and not finalised. */
 int mpiar__check_mpi_state(void);
-
-/*
- * Check a communicator handle without letting MPI abort on a bad one (MPICH raises an invalid
- * handle on MPI_COMM_WORLD's handler): MPIAR_ERR_COMM for an invalid handle or an
- * intercommunicator.
- */
-int mpiar__check_comm(MPI_Comm comm);
 
 /*
  * The context of @p comm, created on first use (collective over @p comm), with @p timeout_ms
@@ -262,10 +245,6 @@ void mpiar__request_release(mpiar__request_t *req);
 
 /* Start an inactive request: assign a slot, reset the run state, post the first steps. */
 int mpiar__request_start(mpiar__request_t *req);
-
-/* Make an active generalized request (completed through test/wait like the others). */
-int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
-                          mpiar_request_t *out);
 
 /* Wait for a started request (inside its context) and collect its result (a nonpersistent one
  * is released; its handle, if it has one, is the caller's to give back). */

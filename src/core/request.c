@@ -85,7 +85,6 @@ int mpiar__request_new(mpiar__context_t *ctx, mpiar__plan_t *plan, mpiar__reques
   r->check = 0;
   r->check_rounds = r->check_round = 0;
   r->check_req.handle = 0;
-  r->priority = 0;
   r->next = r->anext = r->aprev = NULL;
   plan->refs++;
   ctx->refs++;
@@ -296,23 +295,42 @@ void mpiar__handle_release(mpiar_request_t *req) {
 
 /* ---- generalized requests ---- */
 
+/*
+ * The hook of a generalized request (core/grequest.h). The request keeps one pointer to it, so
+ * that the handle table, the test and wait calls and the result (rc, detail) are those of every
+ * request, and the engine's request carries no field of a front end's; both live in one block
+ * (the hook after the request), freed as any request's memory.
+ */
+struct mpiar__grequest {
+  mpiar__gpoll_fn poll;
+  mpiar__gfree_fn free_fn;
+  void *state;
+};
+
+typedef struct grequest_block {
+  mpiar__request_t r; /* first: the block is freed through it */
+  struct mpiar__grequest hook;
+} grequest_block_t;
+
 int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
                           mpiar_request_t *out) {
-  mpiar__request_t *r = NULL;
-  if (posix_memalign((void **)&r, 64, sizeof *r) != 0) {
+  grequest_block_t *b = NULL;
+  if (posix_memalign((void **)&b, 64, sizeof *b) != 0) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
   }
-  memset(r, 0, sizeof *r);
+  memset(b, 0, sizeof *b);
+  mpiar__request_t *r = &b->r;
   if (mpiar__handle_new(r, out) != MPIAR_SUCCESS) {
-    free(r);
+    free(b);
     return MPIAR_ERR_NOMEM;
   }
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
+  b->hook.poll = poll;
+  b->hook.free_fn = free_fn;
+  b->hook.state = state;
   r->magic = MPIAR__REQUEST_MAGIC;
-  r->gpoll = poll;
-  r->gfree = free_fn;
-  r->gstate = state;
+  r->greq = &b->hook;
   r->state = MPIAR__REQ_ACTIVE;
   return MPIAR_SUCCESS;
 }
@@ -382,9 +400,9 @@ static int step(mpiar__request_t *r) {
   if (r->state != MPIAR__REQ_ACTIVE) {
     return MPIAR_SUCCESS;
   }
-  if (r->gpoll != NULL) {
+  if (r->greq != NULL) {
     int done = 0;
-    int rc = r->gpoll(r->gstate, &done);
+    int rc = r->greq->poll(r->greq->state, &done);
     if (done) {
       r->rc = rc;
       if (rc != MPIAR_SUCCESS) {
@@ -423,10 +441,10 @@ static int collect(mpiar_request_t *req, mpiar__request_t *r) {
   int rc = r->rc;
   char detail[512];
   snprintf(detail, sizeof detail, "%s", r->detail);
-  if (r->gpoll != NULL) {
+  if (r->greq != NULL) {
     r->magic = 0;
-    if (r->gfree != NULL) {
-      r->gfree(r->gstate);
+    if (r->greq->free_fn != NULL) {
+      r->greq->free_fn(r->greq->state);
     }
     mpiar__request_free_mem(r);
     mpiar__handle_release(req);
@@ -458,7 +476,7 @@ static int collect(mpiar_request_t *req, mpiar__request_t *r) {
 static int after_finalize(mpiar_request_t *req, mpiar__request_t *r, const char *call) {
   if (r != NULL) {
     mpiar__handle_release(req);
-    if (r->gpoll == NULL) {
+    if (r->greq == NULL) {
       release_outside(r);
     }
     /* A generalized request's state belongs to its owner (the kvstore), whose MPI objects are
@@ -521,7 +539,7 @@ int mpiar_wait(mpiar_request_t *req) {
   if (r == NULL || r->state == MPIAR__REQ_INACTIVE) {
     return MPIAR_SUCCESS;
   }
-  if (r->gpoll == NULL && r->state == MPIAR__REQ_ACTIVE) {
+  if (r->greq == NULL && r->state == MPIAR__REQ_ACTIVE) {
     /* The common case: stay inside the context for the whole wait. */
     mpiar__context_t *ctx = mpiar__ctx_of(r);
     if ((rc = mpiar__context_enter_ctx(ctx)) != MPIAR_SUCCESS) {
@@ -557,7 +575,7 @@ int mpiar_wait(mpiar_request_t *req) {
 static int abandon_array(int n, mpiar_request_t reqs[], const char *call) {
   for (int i = 0; i < n; i++) {
     mpiar__request_t *r = mpiar__handle_request(reqs[i]);
-    if (r == NULL || r->gpoll != NULL || r->state == MPIAR__REQ_INACTIVE) {
+    if (r == NULL || r->greq != NULL || r->state == MPIAR__REQ_INACTIVE) {
       continue;
     }
     if (mpiar__context_enter_ctx(mpiar__ctx_of(r)) != MPIAR_SUCCESS) {

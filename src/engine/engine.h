@@ -114,10 +114,8 @@ enum { PIECE_WAIT = 0, PIECE_POSTED, PIECE_PROBING, PIECE_DONE };
 
 #define MPIAR__REQUEST_MAGIC 0x6d706172u /* "mpar" */
 
-/* A generalized request (the kvstore's async pushpull): poll advances it and, once it is done,
- * sets *done and returns its result; free releases its state after it is collected. */
-typedef int (*mpiar__gpoll_fn)(void *state, int *done);
-typedef void (*mpiar__gfree_fn)(void *state);
+/* The hook of a generalized request (core/grequest.h): the core's, never looked at here. */
+struct mpiar__grequest;
 
 struct mpiar_request {
   /* What every pass and every test or wait touches, first (a few cache lines). */
@@ -125,7 +123,7 @@ struct mpiar_request {
   int state;
   struct mpiar__engine *eng; /* NULL: a generalized request */
   mpiar__plan_t *plan;
-  mpiar__gpoll_fn gpoll; /* non-NULL: a generalized request (no context, no plan) */
+  struct mpiar__grequest *greq; /* non-NULL: a generalized request (no engine, no plan) */
   int persistent;
   int rc;                 /* the result once finished */
   int check_round, check_rounds;
@@ -160,9 +158,6 @@ struct mpiar_request {
   void *scratch;
   long timeout_ms; /* 0: no deadline */
   int check;       /* run the argument agreement first */
-  int priority;    /* higher starts first when the kvstore queues requests */
-  mpiar__gfree_fn gfree;
-  void *gstate;
 
   /* Rarely touched: the detail of a failure, and the argument check's state (control messages):
    * per field, the smallest value and the lowest rank holding it (entries 2f, 2f + 1), the

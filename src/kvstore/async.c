@@ -9,9 +9,9 @@
  * metadata agreement over it (verify = 1), packs consecutive tensors of one dtype into fusion
  * buffers (larger ones go alone, on the caller's buffers) and starts one nonblocking allreduce
  * per buffer (per 4 MiB piece where the store cuts reductions). Each tensor's request is a
- * generalized request of the core: testing it advances its buffer's allreduces and, when they
- * finish, copies the results out. The reductions are those of pushpull_batch, so the results
- * equal per-key pushpull bit for bit.
+ * generalized request (core/grequest.h): testing it advances its buffer's allreduces and, when
+ * they finish, copies the results out. The reductions are those of pushpull_batch, so the
+ * results equal per-key pushpull bit for bit.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/common.h"
-#include "core/context.h"
+#include "core/grequest.h"
 #include "kvstore/kv_internal.h"
 
 typedef struct batch batch_t;

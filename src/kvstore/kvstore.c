@@ -11,7 +11,8 @@
 
 #include "base/common.h"
 #include "base/settings.h"
-#include "core/context.h"
+#include "core/comm_check.h"
+#include "core/interrupt.h"
 #include "kvstore/kv_internal.h"
 
 /* Room for a call and a key in messages, e.g. `pushpull of key "layer1.weight"`. */

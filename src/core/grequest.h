@@ -1,0 +1,28 @@
+/*
+ * Generalized requests: the hook through which a front end above the core (the kvstore's
+ * asynchronous pushpull) hands out requests of its own. Such a request gets a handle like an
+ * allreduce's and completes through mpiar_test / mpiar_wait (and their any / all forms): each
+ * test, and each round of a wait, calls its poll function; once the poll reports it done, its
+ * result is the request's, and the free function releases its state after the result is
+ * collected (or never, after MPI_Finalize: the owner's MPI objects are gone too).
+ *
+ * A generalized request has no communicator, no context and no plan: an interrupted wait leaves
+ * it active, and the poll must not block.
+ */
+#ifndef MPIAR_GREQUEST_H
+#define MPIAR_GREQUEST_H
+
+#include "mpiar.h"
+
+/* Advance @p state; once the request is done, set *done and return its result (the error detail
+ * set on failure). */
+typedef int (*mpiar__gpoll_fn)(void *state, int *done);
+
+/* Release @p state once its request's result is collected (may be NULL). */
+typedef void (*mpiar__gfree_fn)(void *state);
+
+/* Start an active generalized request of @p poll, @p free_fn and @p state; its handle in *out. */
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out);
+
+#endif /* MPIAR_GREQUEST_H */
