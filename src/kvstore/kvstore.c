@@ -155,16 +155,8 @@ static int check_kv(const mpiar_kv_t *kv) {
 }
 
 static int known_algorithm(const char *name) {
-  if (name == NULL || strcmp(name, "auto") == 0) {
-    return 1;
-  }
-  for (int i = 0; i < mpiar_algorithm_count(); i++) {
-    const char *a = mpiar_algorithm_name(i);
-    if (a != NULL && strcmp(a, name) == 0) {
-      return 1;
-    }
-  }
-  return 0;
+  /* Registry names and parameterised ones (NAME/k=N), as the allreduce takes them. */
+  return mpiar_algorithm_check(name) == MPIAR_SUCCESS;
 }
 
 static uint64_t hash_string(uint64_t h, const char *s) {

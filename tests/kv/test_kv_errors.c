@@ -61,6 +61,12 @@ static void case_options(void) {
   o = (mpiar_kv_options_t)MPIAR_KV_OPTIONS_INIT;
   o.algorithm = "no_such_algorithm";
   KV_EXPECT_RC(mpiar_kv_create(MPI_COMM_WORLD, &o, &kv), MPIAR_ERR_UNKNOWN_ALGORITHM);
+  o.algorithm = "recursive_multiplying/k=9"; /* out of the entry's range */
+  KV_EXPECT_RC(mpiar_kv_create(MPI_COMM_WORLD, &o, &kv), MPIAR_ERR_UNKNOWN_ALGORITHM);
+  o.algorithm = "recursive_multiplying/k=3"; /* a parameterised name is an algorithm */
+  KV_OK(mpiar_kv_create(MPI_COMM_WORLD, &o, &kv));
+  KV_OK(mpiar_kv_destroy(kv));
+  kv = NULL;
 
   /* MPIAR_FUSION_BYTES: malformed is an error naming it; well formed sets the threshold. */
   setenv("MPIAR_FUSION_BYTES", "12Q", 1);
