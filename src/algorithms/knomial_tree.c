@@ -64,26 +64,11 @@ static void shape(int p, int r, int k, mpiar__tree_node_t *node) {
 }
 
 int mpiar__build_knomial_tree_k(mpiar__schedule_t *s, int k) {
-  int done = 0;
-  int rc = mpiar__build_trivial(s, &done);
-  if (rc != MPIAR_SUCCESS || done) {
-    return rc;
-  }
-  mpiar__tree_node_t node;
-  shape(s->nranks, s->rank, k, &node);
-  return mpiar__build_tree(s, &node);
+  return mpiar__build_shaped_tree(s, k, shape);
 }
 
 double mpiar__cost_knomial_tree_k(int k, int nranks, size_t bytes, size_t elem_size,
                                   size_t segment_bytes, const mpiar__cost_params_t *c,
                                   const mpiar__topology_t *topo) {
-  if (nranks <= 1 || bytes == 0) {
-    return 0.0;
-  }
-  mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
-  const size_t n = bytes / elem_size;
-  const size_t seg = mpiar__tree_segment(n, segment_bytes / elem_size);
-  const double m = ceil((double)n / (double)seg);
-  return mpiar__tree_time(nranks, k, shape, (double)(seg * elem_size), m, &l);
+  return mpiar__tree_cost(k, shape, nranks, bytes, elem_size, segment_bytes, c, topo);
 }

@@ -150,3 +150,28 @@ double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, doub
   free(node);
   return t + (m - 1) * period;
 }
+
+int mpiar__build_shaped_tree(mpiar__schedule_t *s, int k, mpiar__tree_shape_fn shape) {
+  int done = 0;
+  int rc = mpiar__build_trivial(s, &done);
+  if (rc != MPIAR_SUCCESS || done) {
+    return rc;
+  }
+  mpiar__tree_node_t node;
+  shape(s->nranks, s->rank, k, &node);
+  return mpiar__build_tree(s, &node);
+}
+
+double mpiar__tree_cost(int k, mpiar__tree_shape_fn shape, int nranks, size_t bytes,
+                        size_t elem_size, size_t segment_bytes, const mpiar__cost_params_t *c,
+                        const mpiar__topology_t *topo) {
+  if (nranks <= 1 || bytes == 0) {
+    return 0.0;
+  }
+  mpiar__cost_params_t l;
+  mpiar__cost_slow_link(topo, c, &l);
+  const size_t n = bytes / elem_size;
+  const size_t seg = mpiar__tree_segment(n, segment_bytes / elem_size);
+  const double m = ceil((double)n / (double)seg);
+  return mpiar__tree_time(nranks, k, shape, (double)(seg * elem_size), m, &l);
+}

@@ -38,4 +38,13 @@ typedef void (*mpiar__tree_shape_fn)(int p, int r, int k, mpiar__tree_node_t *no
 double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
                         const mpiar__cost_params_t *c);
 
+/* Build the tree allreduce of this rank on @p shape with fan-out @p k (the builders' body). */
+int mpiar__build_shaped_tree(mpiar__schedule_t *s, int k, mpiar__tree_shape_fn shape);
+
+/* The cost function's body for a tree of @p shape: mpiar__tree_time on the slower link of
+ * @p topo, with the segment the engine would use. */
+double mpiar__tree_cost(int k, mpiar__tree_shape_fn shape, int nranks, size_t bytes,
+                        size_t elem_size, size_t segment_bytes, const mpiar__cost_params_t *c,
+                        const mpiar__topology_t *topo);
+
 #endif /* MPIAR_ALGORITHMS_TREE_H */
