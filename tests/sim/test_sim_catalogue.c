@@ -12,18 +12,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "sim_test.h"
 
 /* Transfer-bound (B gamma < alpha + B beta for the blocks used) and reduction-bound. */
 static const mpiar__cost_params_t port_bound = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};

@@ -15,18 +15,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "sim_test.h"
 
 /*
  * Regimes: inter-node slower than intra (port-bound), fast inter-node with slow reductions

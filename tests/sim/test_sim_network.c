@@ -12,18 +12,7 @@
 #include "algorithms/util.h"
 #include "base/common.h"
 #include "sim/sim.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "sim_test.h"
 
 /* alpha 1 us, 1 GB/s links, 100 ns per hop; messages of N elements of 4 bytes. */
 static const mpiar__cost_params_t model = {1e-6, 1e-9, 0, 1e-6, 1e-9};

@@ -23,18 +23,9 @@
 
 #include "algorithms/util.h"
 #include "sim/sim.h"
+#include "sim_test.h"
 
-static int failures, runs, quick;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+static int runs, quick;
 
 /* ---- inputs ---- */
 

@@ -8,18 +8,7 @@
 
 #include "base/common.h"
 #include "schedule/topology.h"
-
-static int failures;
-
-#define EXPECT(cond, ...)                                  \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      failures++;                                          \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                        \
-      fprintf(stderr, "\n");                               \
-    }                                                      \
-  } while (0)
+#include "sim_test.h"
 
 static int same(const int *a, const int *b, int n) {
   return memcmp(a, b, (size_t)n * sizeof *a) == 0;
