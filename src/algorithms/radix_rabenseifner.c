@@ -183,53 +183,23 @@ int mpiar__build_radix_rabenseifner_k(mpiar__schedule_t *s, int k) {
   if (done) {
     return MPIAR_SUCCESS;
   }
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(p, r, k, &g);
   st.s = s;
-  st.k = k = p < k ? p : k;
-  st.pp = 1;
-  st.L = 0;
-  while (st.pp <= p / k) {
-    st.pp *= k;
-    st.L++;
-  }
+  st.k = k = g.k;
+  st.pp = g.pp;
+  st.L = g.L;
+  st.v = g.v;
   st.in_out = 0;
   st.last = -1;
   st.nsends = 0;
-  const int pp = st.pp, L = st.L, tag_post = 2 * L + 1;
+  const int pp = st.pp, L = st.L, v = st.v, gsize = g.gsize, tag_post = 2 * L + 1;
   st.slot = (size_t)(pp / k) * ((n + (size_t)pp - 1) / (size_t)pp);
-  int v = (int)((size_t)r * (size_t)pp / (size_t)p);
-  while (v + 1 < pp && (int)mpiar__block_off((size_t)p, pp, v + 1) <= r) {
-    v++;
-  }
-  while ((int)mpiar__block_off((size_t)p, pp, v) > r) {
-    v--;
-  }
-  st.v = v;
-  const int lead = rank_of(&st, v);
-  const int gsize = (int)mpiar__block_len((size_t)p, pp, v);
   const size_t fold_scratch = (size_t)(gsize - 1) * n, rs_scratch = (size_t)(k - 1) * st.slot;
   s->scratch_elems = fold_scratch > rs_scratch ? fold_scratch : rs_scratch;
-
-  if (r != lead) {
-    /* Collapse: hand the vector to the group's lowest rank, then wait for the result. */
-    long snd;
-    MPIAR__STEP(snd, mpiar__sched_send(s, lead, 0, mpiar__own(s, 0), n, NULL, 0));
-    const long deps[] = {s->in_place ? snd : -1};
-    MPIAR__STEP(id, mpiar__sched_recv(s, lead, tag_post, mpiar__out(0), n, deps, 1));
+  MPIAR__CHECK(mpiar__radix_collapse(s, &g, tag_post, &done, &st.last, &st.in_out));
+  if (done) {
     return MPIAR_SUCCESS;
-  }
-  if (gsize > 1) {
-    long rcv[8];
-    for (int m = 1; m < gsize; m++) {
-      MPIAR__STEP(rcv[m],
-                  mpiar__sched_recv(s, r + m, 0, mpiar__scratch((size_t)(m - 1) * n), n, NULL, 0));
-    }
-    for (int m = 1; m < gsize; m++) {
-      const long deps[] = {rcv[m], st.last};
-      MPIAR__STEP(st.last,
-                  mpiar__sched_reduce(s, mpiar__out(0), m == 1 ? mpiar__own(s, 0) : mpiar__out(0),
-                                      mpiar__scratch((size_t)(m - 1) * n), n, deps, 2));
-    }
-    st.in_out = 1;
   }
   /* Reduce-scatter: the range narrows from all p' blocks to block v. */
   int lo = 0, w = pp;
@@ -267,17 +237,9 @@ double mpiar__cost_radix_rabenseifner_k(int k, int nranks, size_t bytes, size_t 
   }
   mpiar__cost_params_t l;
   mpiar__cost_slow_link(topo, c, &l);
-  k = nranks < k ? nranks : k;
-  int pp = 1, L = 0;
-  while (pp <= nranks / k) {
-    pp *= k;
-    L++;
-  }
-  const double n = (double)bytes, q = pp, msg = l.alpha + n * l.beta;
-  double t = 2 * L * (k - 1) * l.alpha + 2 * (q - 1) / q * n * l.beta + (q - 1) / q * n * l.gamma;
-  if (pp != nranks) {
-    const int g = (nranks + pp - 1) / pp;
-    t += (g - 1) * (msg + n * l.gamma) + (g - 1) * msg;
-  }
-  return t;
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(nranks, 0, k, &g);
+  const double n = (double)bytes, q = g.pp;
+  return 2 * g.L * (g.k - 1) * l.alpha + 2 * (q - 1) / q * n * l.beta + (q - 1) / q * n * l.gamma +
+         mpiar__radix_collapse_cost(nranks, g.pp, n, &l);
 }

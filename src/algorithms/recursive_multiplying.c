@@ -48,22 +48,6 @@
 #include "algorithms/util.h"
 #include "base/common.h"
 
-/* The radix a run uses: k, or p when a single round covers every rank. */
-static int radix(int k, int p) {
-  return p < k ? p : k;
-}
-
-/* The largest power of k <= p, and its exponent. */
-static int pow_floor(int k, int p, int *levels) {
-  int q = 1, l = 0;
-  while (q <= p / k) {
-    q *= k;
-    l++;
-  }
-  *levels = l;
-  return q;
-}
-
 /* One round of the main stage: exchange with the group of distance d, then fold. */
 static int round_exchange(mpiar__schedule_t *s, int k, int v, int d, int pp, int tag, int *in_out,
                           long *last) {
@@ -131,46 +115,17 @@ int mpiar__build_recursive_multiplying_k(mpiar__schedule_t *s, int k) {
   if (done) {
     return MPIAR_SUCCESS;
   }
-  k = radix(k, p);
-  int L = 0;
-  const int pp = pow_floor(k, p, &L);
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(p, r, k, &g);
+  k = g.k;
+  const int pp = g.pp, L = g.L, v = g.v, gsize = g.gsize;
   const int tag_post = L + 1;
   s->scratch_elems = (size_t)(k - 1) * n;
-  /* This rank's group: the virtual rank v whose block of ranks holds r. */
-  int v = (int)((size_t)r * (size_t)pp / (size_t)p);
-  while (v + 1 < pp && (int)mpiar__block_off((size_t)p, pp, v + 1) <= r) {
-    v++;
-  }
-  while ((int)mpiar__block_off((size_t)p, pp, v) > r) {
-    v--;
-  }
-  const int lead = (int)mpiar__block_off((size_t)p, pp, v);
-  const int gsize = (int)mpiar__block_len((size_t)p, pp, v);
-
-  if (r != lead) {
-    /* Collapse: hand the vector to the group's lowest rank, then wait for the result. */
-    long snd;
-    MPIAR__STEP(snd, mpiar__sched_send(s, lead, 0, mpiar__own(s, 0), n, NULL, 0));
-    const long deps[] = {s->in_place ? snd : -1};
-    MPIAR__STEP(id, mpiar__sched_recv(s, lead, tag_post, mpiar__out(0), n, deps, 1));
-    return MPIAR_SUCCESS;
-  }
   long last = -1;
   int in_out = 0;
-  if (gsize > 1) {
-    /* Fold the group's vectors in rank order: own op x_{r+1} op ... (lower ranks in a). */
-    long rcv[8];
-    for (int m = 1; m < gsize; m++) {
-      MPIAR__STEP(rcv[m],
-                  mpiar__sched_recv(s, r + m, 0, mpiar__scratch((size_t)(m - 1) * n), n, NULL, 0));
-    }
-    for (int m = 1; m < gsize; m++) {
-      const long deps[] = {rcv[m], last};
-      MPIAR__STEP(last,
-                  mpiar__sched_reduce(s, mpiar__out(0), m == 1 ? mpiar__own(s, 0) : mpiar__out(0),
-                                      mpiar__scratch((size_t)(m - 1) * n), n, deps, 2));
-    }
-    in_out = 1;
+  MPIAR__CHECK(mpiar__radix_collapse(s, &g, tag_post, &done, &last, &in_out));
+  if (done) {
+    return MPIAR_SUCCESS;
   }
   for (int j = 0, d = 1; j < L; j++, d *= k) {
     MPIAR__CHECK(round_exchange(s, k, v, d, pp, 1 + j, &in_out, &last));
@@ -195,14 +150,8 @@ double mpiar__cost_recursive_multiplying_k(int k, int nranks, size_t bytes, size
   }
   mpiar__cost_params_t l;
   mpiar__cost_slow_link(topo, c, &l);
-  k = radix(k, nranks);
-  int L = 0;
-  const int pp = pow_floor(k, nranks, &L);
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(nranks, 0, k, &g);
   const double n = (double)bytes, msg = l.alpha + n * l.beta;
-  double t = L * (k - 1) * (msg + n * l.gamma);
-  if (pp != nranks) {
-    const int g = (nranks + pp - 1) / pp;
-    t += (g - 1) * (msg + n * l.gamma) + (g - 1) * msg;
-  }
-  return t;
+  return g.L * (g.k - 1) * (msg + n * l.gamma) + mpiar__radix_collapse_cost(nranks, g.pp, n, &l);
 }

@@ -101,6 +101,31 @@ int mpiar__xor_peer(int rank, const void *arg);
     (void)(var);               \
   } while (0)
 
+/*
+ * The groups of the radix-k algorithms (recursive_multiplying, radix_rabenseifner): the radix a
+ * run uses (k, or p when one round covers every rank), p' = k^L the largest power of it <= p,
+ * and this rank's group: virtual rank v, whose block of ranks (mpiar__block_off(p, p', v)) has
+ * gsize ranks led by its lowest, lead.
+ */
+typedef struct mpiar__radix_groups {
+  int k, pp, L;
+  int v, lead, gsize;
+} mpiar__radix_groups_t;
+void mpiar__radix_groups(int p, int r, int k, mpiar__radix_groups_t *g);
+
+/*
+ * The collapse stage of the radix-k algorithms: a rank that does not lead its group sends its
+ * vector to the lead and receives the result with @p tag_post (*done = 1: its schedule is
+ * complete); the lead folds its group's vectors into OUTPUT in rank order (lower ranks in
+ * operand a; scratch (gsize - 1) n elements), *last the last fold and *in_out 1 when it did.
+ */
+int mpiar__radix_collapse(mpiar__schedule_t *s, const mpiar__radix_groups_t *g, int tag_post,
+                          int *done, long *last, int *in_out);
+
+/* The collapse's time on link @p l, n bytes: (g-1)(alpha + n beta + n gamma) + (g-1)(alpha +
+ * n beta), g = ceil(p / p'); 0 when p is a power of the radix. */
+double mpiar__radix_collapse_cost(int p, int pp, double n, const mpiar__cost_params_t *l);
+
 /* Number of elements of a list literal of dependencies. */
 #define MPIAR__NDEPS(arr) (sizeof(arr) / sizeof((arr)[0]))
 
