@@ -23,7 +23,7 @@
 
 #include "bench.h"
 #include "common/tool.h"
-#include "core/context.h"
+#include "algorithms/algorithms.h"
 
 /* At most this many mismatch messages per rank; the count of failures is always complete. */
 #define MAX_FAILURE_MESSAGES 5

@@ -10,8 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "algorithms/algorithms.h"
 #include "common/tool.h"
-#include "core/context.h"
+#include "core/inspect.h"
+#include "schedule/topology.h"
+#include "tuning/tuning.h"
 #include "tune.h"
 
 /* ---- Options ------------------------------------------------------------------------------ */
@@ -346,11 +349,6 @@ static void load_average(char *buf, size_t len) {
  */
 static void model_regrets(FILE *f, const tune_env_t *env, const tune_sweep_t *s,
                           const mpiar__tuning_t *fitted) {
-  mpiar__settings_t set;
-  memset(&set, 0, sizeof set);
-  mpiar__selector_t sel;
-  memset(&sel, 0, sizeof sel);
-  sel.tuning = fitted;
   /* The nodes as the library sees them, so that hierarchical entries compete where they would. */
   mpiar__topology_t topo;
   memset(&topo, 0, sizeof topo);
@@ -371,13 +369,14 @@ static void model_regrets(FILE *f, const tune_env_t *env, const tune_sweep_t *s,
       best = !isnan(s->median[k][c]) && s->median[k][c] < best ? s->median[k][c] : best;
     }
     for (int m = 0; m < 2; m++) {
-      mpiar__choice_t ch;
-      mpiar__select(&set, m ? &sel : NULL, NULL, 0, s->sizes[k], s->dtype, env->p,
-                    have_topo ? &topo : NULL, 0, &ch);
-      int c = tune_candidate_at(s, k, ch.alg, ch.segment_bytes, env->p);
+      const mpiar__algorithm_t *alg = NULL;
+      size_t seg = 0;
+      mpiar__inspect_model_choice(m ? fitted : NULL, s->sizes[k], s->dtype, env->p,
+                                  have_topo ? &topo : NULL, &alg, &seg);
+      int c = tune_candidate_at(s, k, alg, seg, env->p);
       char pick[64];
-      snprintf(pick, sizeof pick, "%s%s", ch.alg->name,
-               (ch.alg->flags & MPIAR__ALG_SEGMENTED) && ch.segment_bytes ? "/seg" : "");
+      snprintf(pick, sizeof pick, "%s%s", alg->name,
+               (alg->flags & MPIAR__ALG_SEGMENTED) && seg ? "/seg" : "");
       if (c >= 0) {
         reg[m][nreg[m]] = s->median[k][c] / best - 1.0;
         fprintf(f, "  %-28s %+7.1f%%", c >= 0 ? s->cand[c].name : pick, 100 * reg[m][nreg[m]]);
@@ -426,25 +425,23 @@ static void print_table(FILE *f, const mpiar__tuning_table_t *t) {
 /* The nodes of the communicator, as the library's context sees them. */
 static int learn_nodes(tune_env_t *env) {
   int rc = mpiar_comm_init(env->comm, NULL);
-  mpiar__context_t *ctx = NULL;
+  mpiar__inspect_context_t info;
   if (rc == MPIAR_SUCCESS) {
-    rc = mpiar__context_enter(env->comm, 0, &ctx);
+    rc = mpiar__inspect_context(env->comm, &info);
+  }
+  if (rc == MPIAR_SUCCESS) {
+    env->node_of = calloc((size_t)env->p, sizeof *env->node_of);
+    if (env->node_of == NULL) {
+      return -1;
+    }
+    rc = mpiar__inspect_node_of(env->comm, env->node_of, env->p);
   }
   if (rc != MPIAR_SUCCESS) {
     fprintf(stderr, "mpiar-tune: rank %d: %s: %s\n", env->rank, mpiar_strerror(rc),
             mpiar_last_error());
     return -1;
   }
-  env->node_of = calloc((size_t)env->p, sizeof *env->node_of);
-  if (env->node_of == NULL) {
-    mpiar__context_leave(ctx);
-    return -1;
-  }
-  env->nodes = ctx->nnodes > 0 ? ctx->nnodes : 1;
-  for (int r = 0; r < env->p; r++) {
-    env->node_of[r] = ctx->node_of != NULL ? ctx->node_of[r] : 0;
-  }
-  mpiar__context_leave(ctx);
+  env->nodes = info.nnodes;
   env->largest = 0;
   for (int n = 0; n < env->nodes; n++) {
     int k = 0;
@@ -465,7 +462,7 @@ static void fill_tuning(mpiar__tuning_t *t, const tune_env_t *env, const tune_ca
   gmtime_r(&now, &tm);
   strftime(t->created, sizeof t->created, "%Y-%m-%dT%H:%M:%SZ", &tm);
   snprintf(t->mpiar_version, sizeof t->mpiar_version, "%s", mpiar_version());
-  mpiar__fingerprint_here(&t->fingerprint);
+  mpiar__inspect_fingerprint(&t->fingerprint);
   t->ranks = env->p;
   t->nodes = env->nodes;
   t->ranks_per_node = env->largest;
@@ -556,7 +553,7 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
   }
   if (out != NULL) {
     mpiar__fingerprint_t fp;
-    mpiar__fingerprint_here(&fp);
+    mpiar__inspect_fingerprint(&fp);
     fprintf(out, "# mpiar-tune %s: %d ranks on %d node%s (at most %d per node)\n", mpiar_version(),
             env->p, env->nodes, env->nodes == 1 ? "" : "s", env->largest);
     fprintf(out, "# %s; %s; kernels %s\n# load average at the start: %s\n", fp.mpi_library, fp.cpu,

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/algorithms.h"
 #include "common/tool.h"
-#include "core/context.h"
+#include "mpiar.h"
+#include "tuning/tuning.h"
 #include "tune.h"
 
 static void size_suffix(size_t b, char *buf, size_t len) {

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "core/inspect.h"
 #include "kv_test.h"
 #include "kvstore/kv_internal.h"
 #include "mpiar_kv.h"
@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   algorithm = argc > 1 ? argv[1] : "default";
-  long live = mpiar__requests_live;
+  long live = mpiar__inspect_requests_live();
   const size_t fusions[] = {0, 4096, 100000, (size_t)64 << 20};
   for (int step = 0; step < 2; step++) {
     void **want = reference(step);
@@ -176,8 +176,8 @@ int main(int argc, char **argv) {
   }
   check_priority_order();
   check_mismatch();
-  KV_EXPECT(mpiar__requests_live <= live + 64, "%ld requests live (was %ld)",
-            mpiar__requests_live, live);
+  KV_EXPECT(mpiar__inspect_requests_live() <= live + 64, "%ld requests live (was %ld)",
+            mpiar__inspect_requests_live(), live);
   if (rank == 0) {
     printf("kv async on %d workers (%s): passed\n", size, algorithm);
   }

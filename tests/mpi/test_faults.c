@@ -10,7 +10,7 @@
  */
 #include <limits.h>
 
-#include "core/context.h"
+#include "core/inspect.h"
 #include "faults.h"
 #include "mpi_test.h"
 
@@ -62,8 +62,8 @@ static void run_call(const char *call) {
   MPI_Comm_free(&c);
   long most = 0;
   MPI_Allreduce(&made, &most, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
-  int contexts = mpiar__live_contexts();
-  long requests = mpiar__requests_live;
+  int contexts = mpiar__inspect_live_contexts();
+  long requests = mpiar__inspect_requests_live();
   int cases = 0, fired_cases = 0;
   const long tries = 24;
   for (long i = 0; i < tries && i < most; i++) {
@@ -105,10 +105,11 @@ static void run_call(const char *call) {
     }
     MPI_Comm_free(&c);
     /* Everything the failure left is released with the communicator. */
-    MT_CHECK(mpiar__live_contexts() == contexts, "%s #%ld: %d contexts live, expected %d", call, k,
-             mpiar__live_contexts(), contexts);
-    MT_CHECK(mpiar__requests_live == requests, "%s #%ld: %ld requests live, expected %ld", call,
-             k, mpiar__requests_live, requests);
+    MT_CHECK(mpiar__inspect_live_contexts() == contexts, "%s #%ld: %d contexts live, expected %d",
+             call, k, mpiar__inspect_live_contexts(), contexts);
+    MT_CHECK(mpiar__inspect_requests_live() == requests,
+             "%s #%ld: %ld requests live, expected %ld", call, k, mpiar__inspect_requests_live(),
+             requests);
     cases++;
     fired_cases += any;
   }

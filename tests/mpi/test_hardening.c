@@ -28,7 +28,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "core/context.h"
+#include "core/inspect.h"
 #include "mpi_test.h"
 
 static int rank, size;
@@ -271,17 +271,16 @@ static void case_deadline_busy(void) {
   enum { N = 1 << 18 };
   static float v[N];
   MPI_Comm c = fresh();
-  size_t saved = mpiar__max_message_bytes;
   /* One element per message: 2^18 messages per rank, far more than a quiet machine moves in
    * the 10 ms deadline (64-byte messages, 16384 of them, once finished within 20 ms). */
-  mpiar__max_message_bytes = sizeof(float);
+  size_t saved = mpiar__inspect_set_max_message_bytes(sizeof(float));
   mpiar_options_t o = MPIAR_OPTIONS_INIT;
   o.timeout_ms = 10;
   o.algorithm = "ring";
   double t0 = MPI_Wtime();
   int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, c, &o);
   double dt = MPI_Wtime() - t0;
-  mpiar__max_message_bytes = saved;
+  mpiar__inspect_set_max_message_bytes(saved);
   MT_CHECK(dt < 5.0, "a 10 ms deadline returned after %.2f s (%s)", dt, mpiar_err_name(rc));
   expect_everywhere(rc, c, "busy call past its deadline", MPIAR_ERR_TIMEOUT);
   MPI_Comm_free(&c);
@@ -333,17 +332,15 @@ static void case_segments(void) {
   }
   MT_RC(MPIAR_SUCCESS, mpiar_allreduce_ex(MPIAR_IN_PLACE, v, N, MPIAR_FLOAT32, MPIAR_SUM, c, &o));
   MT_CHECK(v[N - 1] == (float)size, "sum %g", v[N - 1]);
-  mpiar__context_t *ctx = NULL;
-  MT_RC(MPIAR_SUCCESS, mpiar__context_enter(c, 0, &ctx));
-  if (ctx != NULL) {
-    const mpiar__plan_t *plan = ctx->lru_head;
+  mpiar__inspect_plan_t plan;
+  int rc = mpiar__inspect_plan(c, MPIAR__INSPECT_RECENT, &plan);
+  MT_RC(MPIAR_SUCCESS, rc);
+  if (rc == MPIAR_SUCCESS) {
     size_t block = (N + (size_t)size - 1) / (size_t)size;
-    MT_CHECK(plan != NULL && plan->key.segment_elems * 1024 >= block,
-             "segment of %zu elements for blocks of %zu", plan ? plan->key.segment_elems : 0,
-             block);
-    MT_CHECK(plan != NULL && plan->sched.nsteps < (size_t)8 * 1024 * (size_t)size,
-             "%zu steps", plan ? plan->sched.nsteps : 0);
-    mpiar__context_leave(ctx);
+    MT_CHECK(plan.id != NULL && plan.segment_elems * 1024 >= block,
+             "segment of %zu elements for blocks of %zu", plan.segment_elems, block);
+    MT_CHECK(plan.id != NULL && plan.nsteps < (size_t)8 * 1024 * (size_t)size, "%zu steps",
+             plan.nsteps);
   }
   MPI_Comm_free(&c);
   free(v);

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "base/settings.h"
+#include "core/inspect.h"
 #include "mpi_test.h"
 
 static int rank, size;
@@ -116,33 +117,23 @@ int main(int argc, char **argv) {
   }
 
   /* 3. A cache hit builds nothing. */
-  size_t built = mpiar__plans_built;
+  size_t built = mpiar__inspect_plans_built();
   for (int i = 0; i < 5; i++) {
     check_sum(MPI_COMM_WORLD, 1000, mpiar_algorithm_name(0), "cached");
   }
-  MT_CHECK(mpiar__plans_built == built, "a cached call built %zu plans",
-           mpiar__plans_built - built);
+  MT_CHECK(mpiar__inspect_plans_built() == built, "a cached call built %zu plans",
+           mpiar__inspect_plans_built() - built);
 
   /* 3a. The plan lookup itself says whether it built (not a global counter, which other
    * threads' calls move too). */
-  mpiar__context_t *wctx = mpiar__context_cached(MPI_COMM_WORLD);
-  MT_CHECK(wctx != NULL, "no context for MPI_COMM_WORLD after calls on it");
-  if (wctx != NULL && mpiar__context_enter_ctx(wctx) == MPIAR_SUCCESS) {
-    const mpiar__algorithm_t *a0 = &mpiar__algorithms[0];
-    mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
-                             .count = 12345,
-                             .elem_size = 8,
-                             .builder = a0,
-                             .segment_elems = (a0->flags & MPIAR__ALG_SEGMENTED) ? 12345 : 0,
-                             .in_place = 1,
-                             .root = -1};
-    mpiar__plan_t *plan = NULL;
+  int wcached = mpiar__inspect_context_cached(MPI_COMM_WORLD);
+  MT_CHECK(wcached, "no context for MPI_COMM_WORLD after calls on it");
+  if (wcached) {
     int b1 = -1, b2 = -1;
-    MT_RC(MPIAR_SUCCESS, mpiar__plan_get(wctx, &key, a0->name, a0->build, &plan, &b1));
-    mpiar__plans_built += 1000; /* as if other threads had built plans meanwhile */
-    MT_RC(MPIAR_SUCCESS, mpiar__plan_get(wctx, &key, a0->name, a0->build, &plan, &b2));
+    MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan_lookup(MPI_COMM_WORLD, 0, 12345, 8, &b1));
+    mpiar__inspect_add_plans_built(1000); /* as if other threads had built plans meanwhile */
+    MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan_lookup(MPI_COMM_WORLD, 0, 12345, 8, &b2));
     MT_CHECK(b1 == 1 && b2 == 0, "plan_get said built %d, then %d (expected 1, then 0)", b1, b2);
-    mpiar__context_leave(wctx);
   }
 
   /* 3b. Many sizes stay cached (a training step has hundreds of tensor sizes); with the limit
@@ -150,77 +141,76 @@ int main(int argc, char **argv) {
   MPI_Comm many;
   MPI_Comm_dup(MPI_COMM_WORLD, &many);
   for (int pass = 0; pass < 2; pass++) {
-    built = mpiar__plans_built;
+    built = mpiar__inspect_plans_built();
     for (size_t c = 1; c <= 300; c++) {
       check_sum(many, c, "auto", "many sizes");
     }
-    MT_CHECK(pass == 0 || mpiar__plans_built == built,
-             "300 cached sizes rebuilt %zu plans on the second pass", mpiar__plans_built - built);
+    MT_CHECK(pass == 0 || mpiar__inspect_plans_built() == built,
+             "300 cached sizes rebuilt %zu plans on the second pass", mpiar__inspect_plans_built() - built);
   }
-  int saved_max = mpiar__plan_cache_max;
-  mpiar__plan_cache_max = 4;
+  int saved_max = mpiar__inspect_set_plan_cache_max(4);
   for (int pass = 0; pass < 2; pass++) {
-    built = mpiar__plans_built;
+    built = mpiar__inspect_plans_built();
     for (size_t c = 1000; c < 1010; c++) {
       check_sum(many, c, "ring", "evicted sizes");
     }
     /* Ten sizes through a cache of four: every call misses, on both passes. */
-    MT_CHECK(mpiar__plans_built - built == 10, "pass %d built %zu plans, expected 10", pass,
-             mpiar__plans_built - built);
+    MT_CHECK(mpiar__inspect_plans_built() - built == 10, "pass %d built %zu plans, expected 10", pass,
+             mpiar__inspect_plans_built() - built);
   }
-  built = mpiar__plans_built;
+  built = mpiar__inspect_plans_built();
   check_sum(many, 1009, "ring", "most recent size");
-  MT_CHECK(mpiar__plans_built == built, "the most recent plan was evicted");
+  MT_CHECK(mpiar__inspect_plans_built() == built, "the most recent plan was evicted");
 
   /* 3c. Calls without options reuse the last like call's plan (no lookup), and a blocking call
    * keeps its request for the next like one (which holds the plan: the cache cannot evict it);
    * the memo follows the buffers' placement and the settings, and forgets a plan the cache
    * evicts. */
-  built = mpiar__plans_built;
-  size_t allocated = mpiar__requests_allocated;
+  built = mpiar__inspect_plans_built();
+  size_t allocated = mpiar__inspect_requests_allocated();
   for (int i = 0; i < 50; i++) {
     memo_sum(many, 777, i % 2, "repeated call");
   }
-  MT_CHECK(mpiar__plans_built - built == 2, "50 like calls (in place and not) built %zu plans",
-           mpiar__plans_built - built);
-  MT_CHECK(mpiar__requests_allocated - allocated <= 3, "50 like calls allocated %zu requests",
-           mpiar__requests_allocated - allocated);
-  mpiar__context_t *ctx = NULL;
-  MT_RC(MPIAR_SUCCESS, mpiar__context_enter(many, 0, &ctx));
-  mpiar__plan_t *memo = ctx->last_call.plan;
-  mpiar__context_leave(ctx);
-  MT_CHECK(memo != NULL && memo->key.count == 777 && ctx->blocking != NULL &&
-               ctx->blocking->plan == memo,
+  MT_CHECK(mpiar__inspect_plans_built() - built == 2, "50 like calls (in place and not) built %zu plans",
+           mpiar__inspect_plans_built() - built);
+  MT_CHECK(mpiar__inspect_requests_allocated() - allocated <= 3, "50 like calls allocated %zu requests",
+           mpiar__inspect_requests_allocated() - allocated);
+  mpiar__inspect_plan_t memo, last;
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &memo));
+  MT_CHECK(memo.id != NULL && memo.count == 777 && memo.kept,
            "the memo holds the last call's plan, and its request is kept");
   for (size_t c = 2000; c < 2010; c++) {
     check_sum(many, c, "ring", "past the kept plan"); /* named: the memo stays */
   }
-  MT_CHECK(ctx->last_call.plan == memo, "the kept request's plan was evicted");
-  built = mpiar__plans_built;
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+  MT_CHECK(last.id == memo.id, "the kept request's plan was evicted");
+  built = mpiar__inspect_plans_built();
   memo_sum(many, 777, 1, "after the named calls");
-  MT_CHECK(mpiar__plans_built == built, "the kept plan was rebuilt");
+  MT_CHECK(mpiar__inspect_plans_built() == built, "the kept plan was rebuilt");
   /* A nonblocking call's plan is not kept: evicting it clears the memo. */
   memo_sum(many, 555, 2, "nonblocking call");
-  MT_CHECK(ctx->last_call.plan != NULL && ctx->last_call.plan->key.count == 555,
-           "the memo holds the nonblocking call's plan");
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+  MT_CHECK(last.id != NULL && last.count == 555, "the memo holds the nonblocking call's plan");
   for (size_t c = 2000; c < 2010; c++) {
     check_sum(many, c, "ring", "evicting the memo's plan");
   }
-  MT_CHECK(ctx->last_call.plan == NULL, "the evicted plan is still the memo's");
-  built = mpiar__plans_built;
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+  MT_CHECK(last.id == NULL, "the evicted plan is still the memo's");
+  built = mpiar__inspect_plans_built();
   memo_sum(many, 555, 2, "after the eviction");
-  MT_CHECK(mpiar__plans_built - built == 1, "the evicted plan was not rebuilt (%zu built)",
-           mpiar__plans_built - built);
+  MT_CHECK(mpiar__inspect_plans_built() - built == 1, "the evicted plan was not rebuilt (%zu built)",
+           mpiar__inspect_plans_built() - built);
   setenv("MPIAR_ALGORITHM", "ring", 1);
   mpiar__settings_reload();
   memo_sum(many, 777, 1, "MPIAR_ALGORITHM=ring");
-  MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") == 0,
-           "new settings kept the old plan (%s)",
-           ctx->last_call.plan ? ctx->last_call.plan->name : "none");
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+  MT_CHECK(last.id != NULL && strcmp(last.name, "ring") == 0, "new settings kept the old plan (%s)",
+           last.id ? last.name : "none");
   unsetenv("MPIAR_ALGORITHM");
   mpiar__settings_reload();
   memo_sum(many, 777, 1, "MPIAR_ALGORITHM unset");
-  MT_CHECK(ctx->last_call.plan != NULL && strcmp(ctx->last_call.plan->name, "ring") != 0,
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+  MT_CHECK(last.id != NULL && strcmp(last.name, "ring") != 0,
            "the settings' reload kept the ring plan");
   /* The same call again runs the kept request as it is; a call that differs only in its
    * operation or datatype (same buffers and sizes) must not. */
@@ -231,7 +221,7 @@ int main(int argc, char **argv) {
     int32_t buf[64];
     static const mpiar_op_t ops[] = {MPIAR_SUM, MPIAR_SUM, MPIAR_MAX, MPIAR_MAX,
                                      MPIAR_MIN, MPIAR_SUM, MPIAR_BXOR};
-    allocated = mpiar__requests_allocated;
+    allocated = mpiar__inspect_requests_allocated();
     for (int round = 0; round < 3; round++) {
       for (size_t kk = 0; kk < 2 * (sizeof ops / sizeof ops[0]); kk++) {
         size_t k = kk / 2; /* each call twice in a row: the second is the same call again */
@@ -258,8 +248,8 @@ int main(int argc, char **argv) {
         }
       }
     }
-    MT_CHECK(mpiar__requests_allocated - allocated <= 2, "like calls allocated %zu requests",
-             mpiar__requests_allocated - allocated);
+    MT_CHECK(mpiar__inspect_requests_allocated() - allocated <= 2, "like calls allocated %zu requests",
+             mpiar__inspect_requests_allocated() - allocated);
   }
 
   /* The memo of automatic choices (direct-mapped, so sizes collide) agrees with the selector. */
@@ -269,43 +259,43 @@ int main(int argc, char **argv) {
       const char *alg = NULL, *source = NULL;
       size_t seg = 0;
       MT_RC(MPIAR_SUCCESS, mpiar_select_comm(many, c * 97, MPIAR_INT32, &alg, &seg, &source));
-      if (ctx->last_call.plan == NULL || strcmp(ctx->last_call.plan->name, alg) != 0) {
+      MT_RC(MPIAR_SUCCESS, mpiar__inspect_plan(many, MPIAR__INSPECT_LAST_CALL, &last));
+      if (last.id == NULL || strcmp(last.name, alg) != 0) {
         MT_CHECK(0, "pass %d, %zu elements: ran %s, the selector chooses %s", pass, c * 97,
-                 ctx->last_call.plan ? ctx->last_call.plan->name : "nothing", alg);
+                 last.id ? last.name : "nothing", alg);
         break;
       }
     }
   }
-  mpiar__plan_cache_max = saved_max;
+  mpiar__inspect_set_plan_cache_max(saved_max);
   MPI_Comm_free(&many);
 
   /* 4. Freeing a communicator releases its context (and its private duplicate). */
-  int live = mpiar__live_contexts();
+  int live = mpiar__inspect_live_contexts();
   MPI_Comm_free(&halves);
-  MT_CHECK(mpiar__live_contexts() == live - 1, "live contexts %d -> %d after a free", live,
-           mpiar__live_contexts());
+  MT_CHECK(mpiar__inspect_live_contexts() == live - 1, "live contexts %d -> %d after a free", live,
+           mpiar__inspect_live_contexts());
   MPI_Comm_free(&reversed);
-  MT_CHECK(mpiar__live_contexts() == live - 2, "live contexts %d after two frees",
-           mpiar__live_contexts());
+  MT_CHECK(mpiar__inspect_live_contexts() == live - 2, "live contexts %d after two frees",
+           mpiar__inspect_live_contexts());
   for (int i = 0; i < 20; i++) {
     MPI_Comm dup;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     check_sum(dup, 10, "auto", "short-lived");
     MPI_Comm_free(&dup);
   }
-  MT_CHECK(mpiar__live_contexts() == live - 2, "contexts leak: %d live", mpiar__live_contexts());
+  MT_CHECK(mpiar__inspect_live_contexts() == live - 2, "contexts leak: %d live", mpiar__inspect_live_contexts());
 
   /* 5. Steps longer than the message limit travel as several messages. The limit is read when a
    * plan is built, so a new communicator gets plans built under the lowered limit. */
-  size_t saved = mpiar__max_message_bytes;
-  mpiar__max_message_bytes = 1000;
+  size_t saved = mpiar__inspect_set_max_message_bytes(1000);
   MPI_Comm split_comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &split_comm);
   for (int a = 0; a < nalg; a++) {
     check_sum(split_comm, 20011, mpiar_algorithm_name(a), "split messages");
   }
   MPI_Comm_free(&split_comm);
-  mpiar__max_message_bytes = saved;
+  mpiar__inspect_set_max_message_bytes(saved);
 
   return mt_finish("isolation");
 }

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/context.h"
+#include "core/inspect.h"
 #include "mpi_test.h"
 
 static int rank, size;
@@ -169,7 +169,8 @@ static void case_api(void) {
   MT_RC(MPIAR_SUCCESS, mpiar_iallreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
                                         MPI_COMM_WORLD, (const mpiar_options_t *)(void *)&old,
                                         &r));
-  MT_CHECK(mpiar__handle_request(r) != NULL && mpiar__handle_request(r)->check == 0,
+  mpiar__inspect_request_t info;
+  MT_CHECK(mpiar__inspect_request(r, &info) == MPIAR_SUCCESS && info.check == 0,
            "a 0.1 options structure turned the argument check on");
   MT_RC(MPIAR_SUCCESS, mpiar_wait(&r));
   if (rank == 0) {
@@ -359,8 +360,8 @@ static void case_persistent(void) {
   size_t allocs = 0, plans = 0;
   for (int s = 0; s < STARTS; s++) {
     if (s == 1) {
-      allocs = mpiar__requests_allocated;
-      plans = mpiar__plans_built;
+      allocs = mpiar__inspect_requests_allocated();
+      plans = mpiar__inspect_plans_built();
     }
     fill(a, N, s);
     for (int i = 0; i < N; i++) {
@@ -377,18 +378,20 @@ static void case_persistent(void) {
       break;
     }
   }
-  MT_CHECK(mpiar__requests_allocated == allocs, "%zu requests allocated by %d starts",
-           mpiar__requests_allocated - allocs, STARTS - 1);
-  MT_CHECK(mpiar__plans_built == plans, "%zu plans built by %d starts", mpiar__plans_built - plans,
+  MT_CHECK(mpiar__inspect_requests_allocated() == allocs, "%zu requests allocated by %d starts",
+           mpiar__inspect_requests_allocated() - allocs, STARTS - 1);
+  MT_CHECK(mpiar__inspect_plans_built() == plans, "%zu plans built by %d starts",
+           mpiar__inspect_plans_built() - plans,
            STARTS - 1);
   /* The blocking call allocates nothing on a cache hit either. */
-  size_t before = mpiar__requests_allocated;
+  size_t before = mpiar__inspect_requests_allocated();
   for (int s = 0; s < 100; s++) {
     MT_RC(MPIAR_SUCCESS, mpiar_allreduce(MPIAR_IN_PLACE, a, N, MPIAR_INT64, MPIAR_SUM,
                                          MPI_COMM_WORLD));
   }
-  MT_CHECK(mpiar__requests_allocated - before <= 1, "blocking calls allocated %zu requests",
-           mpiar__requests_allocated - before);
+  MT_CHECK(mpiar__inspect_requests_allocated() - before <= 1,
+           "blocking calls allocated %zu requests",
+           mpiar__inspect_requests_allocated() - before);
   MT_RC(MPIAR_SUCCESS, mpiar_request_free(&ar));
   MT_RC(MPIAR_SUCCESS, mpiar_request_free(&br));
   MT_CHECK(ar == MPIAR_REQUEST_NULL && br == MPIAR_REQUEST_NULL, "free did not null");
@@ -401,11 +404,13 @@ static void case_persistent(void) {
   MT_RC(MPIAR_SUCCESS, mpiar_start(&ar));
   MT_RC(MPIAR_SUCCESS, mpiar_wait(&ar));
   check_sum(a, N, 9, "before the communicator is freed");
-  int live = mpiar__live_contexts();
+  int live = mpiar__inspect_live_contexts();
   MPI_Comm_free(&c);
-  MT_CHECK(mpiar__live_contexts() == live, "the context went before its persistent request");
+  MT_CHECK(mpiar__inspect_live_contexts() == live,
+           "the context went before its persistent request");
   MT_RC(MPIAR_SUCCESS, mpiar_request_free(&ar));
-  MT_CHECK(mpiar__live_contexts() == live - 1, "freeing the request did not release the context");
+  MT_CHECK(mpiar__inspect_live_contexts() == live - 1,
+           "freeing the request did not release the context");
 }
 
 static void case_failure(void) {
@@ -524,14 +529,15 @@ static void case_progress(void) {
   /* Compute (sleep) without calling mpiar: the progress thread moves the operation. */
   double t0 = MPI_Wtime();
   int done = 0;
+  mpiar__inspect_request_t info;
   while (MPI_Wtime() - t0 < 30.0) {
     usleep(100000);
-    if (mpiar__handle_request(r)->state != MPIAR__REQ_ACTIVE) {
+    if (mpiar__inspect_request(r, &info) != MPIAR_SUCCESS || !info.active) {
       break;
     }
   }
-  MT_CHECK(mpiar__handle_request(r)->state != MPIAR__REQ_ACTIVE, "8 MiB not finished after %.1f s of computing",
-           MPI_Wtime() - t0);
+  MT_CHECK(mpiar__inspect_request(r, &info) == MPIAR_SUCCESS && !info.active,
+           "8 MiB not finished after %.1f s of computing", MPI_Wtime() - t0);
   MT_RC(MPIAR_SUCCESS, mpiar_test(&r, &done));
   MT_CHECK(done == 1, "not done");
   check_sum(v, N, 3, "progress thread");

@@ -9,7 +9,7 @@
 #include <sched.h>
 #include <string.h>
 
-#include "core/context.h"
+#include "core/inspect.h"
 #include "mpi_test.h"
 
 /* The CPUs of @p set in order (at most @p max). */
@@ -50,10 +50,9 @@ static void check_case(const char *what, MPI_Comm node) {
   int size = 0;
   MPI_Comm_size(comm, &size);
   MT_CHECK(v == size, "%s: sum %d, expected %d", what, v, size);
-  mpiar__context_t *ctx = NULL;
-  MT_RC(MPIAR_SUCCESS, mpiar__context_enter(comm, 0, &ctx));
-  int yield = ctx->yield, cpus = ctx->node_cpus, local = ctx->local_ranks;
-  mpiar__context_leave(ctx);
+  mpiar__inspect_context_t info;
+  MT_RC(MPIAR_SUCCESS, mpiar__inspect_context(comm, &info));
+  int yield = info.yield, cpus = info.node_cpus, local = info.local_ranks;
   MT_CHECK(yield == want, "%s: %d ranks on the node with %d CPUs among them: yield %d, expected %d",
            what, local, cpus, yield, want);
   MPI_Comm_free(&comm);
