@@ -6,11 +6,18 @@
 #
 # A layer below may be seen only in part: ONLY names headers ("core/grequest.h"); a layer of DEPS
 # that has headers among them is a directory of links to those headers alone, so that any other
-# header of it does not compile.
+# header of it does not compile. A layer of API is used through the public headers alone
+# (include/mpiar.h): none of its headers is on the include path.
 #
-# mpiar_layer(NAME name SOURCES files... [DEPS layers below...] [ONLY headers...] [MPI])
+# The same holds at link level (tests/layers, `ctest -L layers`): an object file of a layer may
+# reference a symbol of its own layer or of a layer of DEPS; of a layer seen in part, a public
+# symbol (mpiar_x) or an internal one (mpiar__x) that the ONLY headers declare; of a layer of API,
+# a public symbol only.
+#
+# mpiar_layer(NAME name SOURCES files... [DEPS layers below...] [ONLY headers...]
+#             [API layers below...] [MPI])
 function(mpiar_layer)
-  cmake_parse_arguments(L "MPI" "NAME" "SOURCES;DEPS;ONLY" ${ARGN})
+  cmake_parse_arguments(L "MPI" "NAME" "SOURCES;DEPS;ONLY;API" ${ARGN})
   set(_dir "${PROJECT_BINARY_DIR}/layers/${L_NAME}")
   file(MAKE_DIRECTORY "${_dir}")
   # Links of an older configuration to layers no longer seen go.
@@ -66,5 +73,6 @@ function(mpiar_layer)
   set_property(GLOBAL APPEND PROPERTY MPIAR_LAYERS ${L_NAME})
   set_property(GLOBAL PROPERTY MPIAR_LAYER_DEPS_${L_NAME} "${L_DEPS}")
   set_property(GLOBAL PROPERTY MPIAR_LAYER_ONLY_${L_NAME} "${L_ONLY}")
+  set_property(GLOBAL PROPERTY MPIAR_LAYER_API_${L_NAME} "${L_API}")
   set_property(GLOBAL PROPERTY MPIAR_LAYER_MPI_${L_NAME} ${L_MPI})
 endfunction()
