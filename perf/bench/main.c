@@ -33,21 +33,13 @@
 
 /* ---- Inputs with exactly known results (-c) -------------------------------------------- */
 
-/* A 64-bit mixing function: element values look random, so a misplaced block is detected. */
-static uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /*
  * The input of rank r at element i: small non-negative integers, chosen per operation so that
  * every partial result of any reduction order is an exactly representable integer (see
  * exact_bound()), hence every algorithm must produce the same bits as the expected values.
  */
 static uint64_t input_value(mpiar_op_t op, size_t i, int r) {
-  uint64_t h = mix64(((uint64_t)i << 16) ^ (uint64_t)r);
+  uint64_t h = tool_mix64(((uint64_t)i << 16) ^ (uint64_t)r);
   switch (op) {
   case MPIAR_SUM:
     return h % 4;
@@ -58,7 +50,7 @@ static uint64_t input_value(mpiar_op_t op, size_t i, int r) {
     return h % 64;
   case MPIAR_AVG:
     /* b(i) + 2r: the sum over ranks is p * (b(i) + p - 1), so the average is an integer. */
-    return mix64((uint64_t)i << 16) % 4 + 2 * (uint64_t)r;
+    return tool_mix64((uint64_t)i << 16) % 4 + 2 * (uint64_t)r;
   default: /* bitwise operations */
     return h & 0x7f;
   }

@@ -181,6 +181,10 @@ int tool_size_sweep(size_t min_bytes, size_t max_bytes, size_t factor, size_t es
  */
 void tool_shuffle(int *order, int n, uint64_t seed);
 
+/* splitmix64's output for the state @p x: a mixing function whose values look random (neighbours
+ * unrelated), for inputs in which a misplaced block shows. */
+uint64_t tool_mix64(uint64_t x);
+
 /* The median of v[0..n-1], which is sorted in place; NaN when n == 0. */
 double tool_median(double *v, int n);
 

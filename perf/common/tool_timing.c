@@ -52,6 +52,13 @@ double tool_median(double *v, int n) {
   return (n % 2) ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+uint64_t tool_mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 void tool_shuffle(int *order, int n, uint64_t seed) {
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
   for (int i = 0; i < n; i++) {
@@ -59,10 +66,8 @@ void tool_shuffle(int *order, int n, uint64_t seed) {
   }
   for (int i = n - 1; i > 0; i--) {
     /* splitmix64 */
-    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const uint64_t z = tool_mix64(x);
+    x += 0x9E3779B97F4A7C15ull;
     const int j = (int)(z % (uint64_t)(i + 1));
     const int t = order[i];
     order[i] = order[j];

@@ -7,20 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/test_check.h"
 #include "base/common.h"
 #include "base/settings.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      failures++;                                                 \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
 
 static mpiar__settings_t parse(const char *name, const char *value, int expect) {
   mpiar__settings_t s;

@@ -1,4 +1,5 @@
-/* Helpers shared by the kernel tests: a fixed-seed generator, value mixes and assertions. */
+/* Helpers shared by the kernel tests: a fixed-seed generator, value mixes and assertions (the
+ * checks of ../common/test_check.h; CHECK here takes no message). */
 #ifndef MPIAR_KERNEL_TEST_UTIL_H
 #define MPIAR_KERNEL_TEST_UTIL_H
 
@@ -8,17 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define CHECK(cond) CHECK_COND(cond)
+#include "../common/test_check.h"
+#include "../common/test_random.h"
 #include "reduce_kernels/kernels.h"
-
-static int test_failures;
-
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      test_failures++;                                                         \
-    }                                                                          \
-  } while (0)
 
 /* Compare two integers (e.g. bit patterns), printing both on a mismatch. */
 #define CHECK_EQ_HEX(got, want)                                                                   \
@@ -27,7 +21,7 @@ static int test_failures;
     if (g_ != w_) {                                                                               \
       fprintf(stderr, "%s:%d: %s = 0x%llx, expected %s = 0x%llx\n", __FILE__, __LINE__, #got, g_, \
               #want, w_);                                                                         \
-      test_failures++;                                                                            \
+      failures++;                                                                                 \
     }                                                                                             \
   } while (0)
 
@@ -39,10 +33,7 @@ static inline void rng_seed(uint64_t s) {
 
 static inline uint64_t rng_next(void) {
   /* xorshift64*: fixed seeds make every failure reproducible. */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545f4914f6cdd1dull;
+  return test_xorshift64star(&rng_state);
 }
 
 static inline int is_float_dtype(mpiar_dtype_t dt) {

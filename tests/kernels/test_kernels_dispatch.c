@@ -80,8 +80,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "unknown mode '%s'\n", mode);
     return 2;
   }
-  if (test_failures != 0) {
-    fprintf(stderr, "%d failures\n", test_failures);
+  if (failures != 0) {
+    fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
   return 0;

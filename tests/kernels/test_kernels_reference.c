@@ -145,12 +145,12 @@ int main(void) {
     int nan = (h & 0x7fffu) > 0x7c00u;
     if (back != (nan ? (uint16_t)(h | 0x0200u) : (uint16_t)h)) {
       fprintf(stderr, "f16 0x%04x round-trips to 0x%04x\n", (unsigned)h, (unsigned)back);
-      test_failures++;
+      failures++;
       break;
     }
   }
-  if (test_failures != 0) {
-    fprintf(stderr, "%d failures\n", test_failures);
+  if (failures != 0) {
+    fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
   printf("reference kernels match the hand-computed values\n");

@@ -35,7 +35,7 @@ static int report(const char *lvl, mpiar_dtype_t dt, const char *op, size_t n, c
       break;
     }
   }
-  test_failures++;
+  failures++;
   return 1;
 }
 
@@ -68,14 +68,14 @@ static void check_one(const char *lvl, mpiar_dtype_t dt, mpiar_op_t op, mpiar__k
       for (size_t i = 0; i < od; i++) {
         if (ud[i] != 0xa5) {
           fprintf(stderr, "%s %s %s n=%zu: wrote before dst\n", lvl, mpiar_dtype_name(dt), opn, n);
-          test_failures++;
+          failures++;
           return;
         }
       }
       for (size_t i = od + bytes; i < bytes + 64; i++) {
         if (ud[i] != 0xa5) {
           fprintf(stderr, "%s %s %s n=%zu: wrote past dst\n", lvl, mpiar_dtype_name(dt), opn, n);
-          test_failures++;
+          failures++;
           return;
         }
       }
@@ -134,19 +134,19 @@ static void check_table(const char *lvl, const mpiar__kernel_table_t *t, size_t 
       }
       checked++;
       rng_seed(1000u + (unsigned)dt * 16u + (unsigned)op);
-      int before = test_failures;
-      for (size_t n = 0; n <= 300 && test_failures == before; n++) {
+      int before = failures;
+      for (size_t n = 0; n <= 300 && failures == before; n++) {
         check_one(lvl, (mpiar_dtype_t)dt, (mpiar_op_t)op, fn, ref.fn[dt][op], n, &B);
       }
-      for (size_t k = 0; k < NELEMS(longs) && longs[k] <= maxn && test_failures == before; k++) {
+      for (size_t k = 0; k < NELEMS(longs) && longs[k] <= maxn && failures == before; k++) {
         check_one(lvl, (mpiar_dtype_t)dt, (mpiar_op_t)op, fn, ref.fn[dt][op], longs[k], &B);
       }
     }
     if (t->div[dt] != NULL && t->div[dt] != ref.div[dt]) {
       checked++;
       rng_seed(77u + (unsigned)dt);
-      int before = test_failures;
-      for (size_t n = 0; n <= 300 && test_failures == before; n++) {
+      int before = failures;
+      for (size_t n = 0; n <= 300 && failures == before; n++) {
         check_div(lvl, (mpiar_dtype_t)dt, t->div[dt], ref.div[dt], n, &B);
       }
       check_div(lvl, (mpiar_dtype_t)dt, t->div[dt], ref.div[dt], 4099, &B);
@@ -212,7 +212,7 @@ int main(int argc, char **argv) {
     /* The level must refuse to fill its table; its kernels cannot be run here. */
     CHECK(mpiar__kernel_table_fill(isa, &t) == MPIAR_ERR_ISA_UNAVAILABLE);
     printf("SKIPPED: this CPU (or its OS) does not support %s\n", mpiar__isa_name(isa));
-    return test_failures ? 1 : SKIPPED;
+    return failures ? 1 : SKIPPED;
   }
   if (strcmp(argv[1], "avx512_base") == 0) {
     /* The AVX-512 level as a CPU without the BF16 and FP16 extensions would run it. */
@@ -233,8 +233,8 @@ int main(int argc, char **argv) {
     check_table(mpiar__isa_name(isa), &t, maxn);
     check_streaming(mpiar__isa_name(isa), &t);
   }
-  if (test_failures != 0) {
-    fprintf(stderr, "%d failures\n", test_failures);
+  if (failures != 0) {
+    fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
   printf("%s: all kernels match the reference\n", argv[1]);

@@ -112,7 +112,7 @@ static void check_one(int p, size_t count, mpiar_dtype_t dt, mpiar_op_t op, int 
       fprintf(stderr, "p=%d count=%zu %s %s alias=%d: element %zu is 0x%llx, expected 0x%llx\n", p,
               count, mpiar_dtype_name(dt), mpiar_op_name(op), alias, e, (unsigned long long)g,
               (unsigned long long)w);
-      test_failures++;
+      failures++;
       break;
     }
   }
@@ -184,6 +184,6 @@ int main(void) {
       }
     }
   }
-  printf("%d failures\n", test_failures);
-  return test_failures ? 1 : 0;
+  printf("%d failures\n", failures);
+  return failures ? 1 : 0;
 }

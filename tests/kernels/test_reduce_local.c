@@ -55,7 +55,7 @@ static void check_pairs(void) {
       if (memcmp(d, w, 67 * mpiar_dtype_size((mpiar_dtype_t)dt)) != 0) {
         fprintf(stderr, "%s %s differs from the reference\n", mpiar_dtype_name((mpiar_dtype_t)dt),
                 mpiar_op_name((mpiar_op_t)op));
-        test_failures++;
+        failures++;
       }
     }
   }
@@ -87,14 +87,14 @@ static void check_threads(void) {
       CHECK(mpiar_reduce_local(d + es, a, b, n, dt, MPIAR_SUM) == MPIAR_SUCCESS);
       if (memcmp(d + es, w, n * es) != 0) {
         fprintf(stderr, "%s sum on %s threads differs\n", mpiar_dtype_name(dt), counts[t]);
-        test_failures++;
+        failures++;
       }
       if (ref.div[dt] != NULL) {
         ref.div[dt](w + es, a, n, 3.0);
         mpiar__divide(d, a, n, dt, 3.0);
         if (memcmp(d, w + es, n * es) != 0) {
           fprintf(stderr, "%s divide on %s threads differs\n", mpiar_dtype_name(dt), counts[t]);
-          test_failures++;
+          failures++;
         }
         ref.fn[dt][MPIAR_SUM](w, a, b, n);
       }
@@ -123,8 +123,8 @@ int main(void) {
   check_pairs();
   check_threads();
   printf("kernel level %s\n", mpiar_kernel_level());
-  if (test_failures != 0) {
-    fprintf(stderr, "%d failures\n", test_failures);
+  if (failures != 0) {
+    fprintf(stderr, "%d failures\n", failures);
     return 1;
   }
   return 0;

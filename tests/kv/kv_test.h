@@ -1,7 +1,7 @@
 /*
  * Assertions for the kvstore tests: each prints the file, line, both values and, for mpiar
  * codes, the error name and detail, then exits with a failure status (under MPI it aborts the
- * job, so that no rank is left waiting).
+ * job, so that no rank is left waiting). The generators are ../common/test_random.h's.
  */
 #ifndef MPIAR_KV_TEST_H
 #define MPIAR_KV_TEST_H
@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 
+#include "../common/test_random.h"
 #include "base/common.h"
 #include "mpiar.h"
 

@@ -41,10 +41,7 @@ static void check_known(const char *name, crc_fn f) {
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint8_t rng_byte(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (uint8_t)(rng_state >> 24);
+  return (uint8_t)(test_xorshift64(&rng_state) >> 24);
 }
 
 int main(void) {

@@ -51,10 +51,7 @@ static void expect_same_everywhere(const void *p, size_t n, const char *what) {
 
 static uint64_t rng;
 static double urand(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (double)(rng >> 11) / 9007199254740992.0;
+  return (double)(test_xorshift64(&rng) >> 11) / 9007199254740992.0;
 }
 
 static void test_basics(void) {

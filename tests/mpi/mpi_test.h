@@ -1,6 +1,7 @@
 /*
  * Helpers for the MPI tests: checks that print the rank and both values, and a verdict that all
- * ranks agree on (a failing rank fails the whole test).
+ * ranks agree on (a failing rank fails the whole test); the generators are
+ * ../common/test_random.h's.
  */
 #ifndef MPIAR_MPI_TEST_H
 #define MPIAR_MPI_TEST_H
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/test_random.h"
 #include "base/common.h"
 #include "mpiar.h"
 

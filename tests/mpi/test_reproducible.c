@@ -17,18 +17,11 @@
 
 static int rank, size, quick;
 
-static uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /* Element i of rank r's input: wide exponents, both signs; with @p special, NaN payloads naming
  * the rank, infinities, subnormals and zeros too. */
 static void make_input(mpiar_dtype_t t, int r, size_t n, int special, void *out) {
   for (size_t i = 0; i < n; i++) {
-    uint64_t h = mix((uint64_t)r * 1000003u + i * 7919u + (uint64_t)t);
+    uint64_t h = test_mix64((uint64_t)r * 1000003u + i * 7919u + (uint64_t)t);
     double mant = (double)(h >> 11) / 9007199254740992.0 + 0.5;
     int range = t == MPIAR_FLOAT16 ? 12 : t == MPIAR_BFLOAT16 || t == MPIAR_FLOAT32 ? 60 : 300;
     int e = (int)((h >> 3) % (uint64_t)(2 * range)) - range;

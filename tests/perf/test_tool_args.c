@@ -8,19 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TEST_CHECK_WORDS "check failed: "
+#include "../common/test_check.h"
 #include "common/tool.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      failures++;                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-    }                                                                          \
-  } while (0)
 
 /* The options of a made-up tool, reset before every case. */
 static int flag, no_flag, given_size;

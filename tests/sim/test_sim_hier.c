@@ -12,11 +12,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-
-typedef struct pair {
-  mpiar_dtype_t dtype;
-  mpiar_op_t op;
-} pair_t;
+#include "sim_test.h"
 
 static const pair_t pairs[] = {
     {MPIAR_INT32, MPIAR_SUM},    {MPIAR_FLOAT32, MPIAR_SUM},  {MPIAR_FLOAT64, MPIAR_AVG},
@@ -26,33 +22,21 @@ static const pair_t pairs[] = {
 };
 #define NPAIRS (int)(sizeof pairs / sizeof pairs[0])
 
-static int failures, runs;
+static int runs;
 static uint64_t rng = 0x243F6A8885A308D3ull;
 
 static uint64_t next_random(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
+  return test_xorshift64(&rng);
 }
 
 static const char *placement_name(int pl) {
   return pl == 0 ? "block" : pl == 1 ? "roundrobin" : "random";
 }
 
-/* Nodes of the given sizes: block, round-robin, or ranks shuffled over the same node sizes (the
- * shuffle advances the test's generator). */
-static int make_topology(mpiar__topology_t *t, int nnodes, const int *sizes, int placement) {
-  if (placement < 2) {
-    return mpiar__topology_uneven(t, nnodes, sizes, (mpiar__placement_t)placement);
-  }
-  return mpiar__topology_shuffled(t, nnodes, sizes, &rng);
-}
-
 static void run_seg(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
                     size_t count, pair_t pr, int in_place, int nan, size_t seg) {
   mpiar__topology_t t;
-  if (make_topology(&t, nnodes, sizes, placement) != MPIAR_SUCCESS) {
+  if (make_topology(&t, nnodes, sizes, placement, &rng) != MPIAR_SUCCESS) {
     failures++;
     fprintf(stderr, "FAIL topology of %d nodes: %s\n", nnodes, mpiar_last_error());
     return;
@@ -88,18 +72,6 @@ static void run_seg(const mpiar__algorithm_t *alg, int nnodes, const int *sizes,
 static void run(const mpiar__algorithm_t *alg, int nnodes, const int *sizes, int placement,
                 size_t count, pair_t pr, int in_place, int nan) {
   run_seg(alg, nnodes, sizes, placement, count, pr, in_place, nan, 0);
-}
-
-static size_t prime_above(size_t x) {
-  for (size_t n = x + 1;; n++) {
-    int prime = n > 1;
-    for (size_t d = 2; d * d <= n && prime; d++) {
-      prime = n % d != 0;
-    }
-    if (prime) {
-      return n;
-    }
-  }
 }
 
 /*

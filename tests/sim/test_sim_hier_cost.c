@@ -30,20 +30,13 @@ static const mpiar__cost_params_t regimes[] = {
 
 static uint64_t rng = 0x853C49E6748FEA9Bull;
 
-/* Nodes of the given sizes, placed 0: block, 1: round-robin, 2: randomly. */
-static int make_topology(mpiar__topology_t *t, int nnodes, const int *sizes, int placement) {
-  if (placement < 2) {
-    return mpiar__topology_uneven(t, nnodes, sizes, (mpiar__placement_t)placement);
-  }
-  return mpiar__topology_shuffled(t, nnodes, sizes, &rng);
-}
 
 static int regular(mpiar__topology_t *t, int nnodes, int k, int placement) {
   int sizes[64];
   for (int i = 0; i < nnodes; i++) {
     sizes[i] = k;
   }
-  return make_topology(t, nnodes, sizes, placement);
+  return make_topology(t, nnodes, sizes, placement, &rng);
 }
 
 static mpiar__sim_result_t sim(const mpiar__algorithm_t *alg, const mpiar__topology_t *t, int p,
@@ -399,7 +392,7 @@ static void node_traffic_uneven(void) {
     const size_t bound = 2 * (size_t)(N - 1) * (n / (size_t)N);
     for (int pl = 0; pl < 3; pl++) {
       mpiar__topology_t t;
-      if (make_topology(&t, N, mixes[i], pl) != MPIAR_SUCCESS) {
+      if (make_topology(&t, N, mixes[i], pl, &rng) != MPIAR_SUCCESS) {
         failures++;
         continue;
       }

@@ -12,11 +12,7 @@
 #include <string.h>
 
 #include "sim/sim.h"
-
-typedef struct pair {
-  mpiar_dtype_t dtype;
-  mpiar_op_t op;
-} pair_t;
+#include "sim_test.h"
 
 static const pair_t pairs[] = {
     {MPIAR_INT32, MPIAR_SUM},    {MPIAR_FLOAT32, MPIAR_SUM},  {MPIAR_FLOAT64, MPIAR_AVG},
@@ -26,7 +22,7 @@ static const pair_t pairs[] = {
 };
 #define NPAIRS (int)(sizeof pairs / sizeof pairs[0])
 
-static int failures, runs;
+static int runs;
 
 static void run(const mpiar__algorithm_t *alg, int p, size_t count, pair_t pr, int in_place,
                 size_t seg, int nan) {
@@ -48,18 +44,6 @@ static void run(const mpiar__algorithm_t *alg, int p, size_t count, pair_t pr, i
     fprintf(stderr, "FAIL %s p=%d count=%zu %s %s in_place=%d seg=%zu nan=%d: %s\n", alg->name, p,
             count, mpiar_dtype_name(pr.dtype), mpiar_op_name(pr.op), in_place, seg, nan,
             rc != MPIAR_SUCCESS ? mpiar_last_error() : res.error);
-  }
-}
-
-static size_t prime_above(size_t x) {
-  for (size_t n = x + 1;; n++) {
-    int prime = n > 1;
-    for (size_t d = 2; d * d <= n && prime; d++) {
-      prime = n % d != 0;
-    }
-    if (prime) {
-      return n;
-    }
   }
 }
 

@@ -14,18 +14,9 @@
 #include <string.h>
 
 #include "sim/sim.h"
+#include "sim_test.h"
 
-static int failures, compared, reduced;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      failures++;                                                 \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
+static int compared, reduced;
 
 static int pow2(int x) {
   return x > 0 && (x & (x - 1)) == 0;

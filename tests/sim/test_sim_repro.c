@@ -31,13 +31,6 @@ static int runs, quick;
 
 enum { DATA_WIDE = 0, DATA_SPECIAL = 1 };
 
-static uint64_t splitmix(uint64_t *x) {
-  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 static int is_float(mpiar_dtype_t d) {
   return d == MPIAR_FLOAT16 || d == MPIAR_BFLOAT16 || d == MPIAR_FLOAT32 || d == MPIAR_FLOAT64;
 }
@@ -69,7 +62,7 @@ static void layout(mpiar_dtype_t d, int *ebits, int *mbits) {
 static uint64_t float_bits(mpiar_dtype_t d, int mode, int r, uint64_t *st) {
   int eb, mb;
   layout(d, &eb, &mb);
-  const uint64_t x = splitmix(st), emax = ((uint64_t)1 << eb) - 1;
+  const uint64_t x = test_splitmix64(st), emax = ((uint64_t)1 << eb) - 1;
   const uint64_t sign = (x >> 63) << (eb + mb), mant = x & (((uint64_t)1 << mb) - 1);
   const uint64_t payload = ((uint64_t)r + 1) & (((uint64_t)1 << (mb - 1)) - 1);
   const unsigned kind = mode == DATA_SPECIAL ? (unsigned)(x >> 40) % 16 : 9 + (x >> 40) % 32;
@@ -101,7 +94,7 @@ static void fill(mpiar_dtype_t d, int mode, int r, uint64_t seed, size_t count,
   const size_t es = mpiar_dtype_size(d);
   uint64_t st = seed * 0x100000001B3ull + (uint64_t)r * 0xD1B54A32D192ED03ull;
   for (size_t i = 0; i < count; i++) {
-    uint64_t v = is_float(d) ? float_bits(d, mode, r, &st) : splitmix(&st);
+    uint64_t v = is_float(d) ? float_bits(d, mode, r, &st) : test_splitmix64(&st);
     memcpy(buf + i * es, &v, es); /* little-endian: the low bytes hold the value */
   }
 }
@@ -189,11 +182,6 @@ static mpiar__sim_result_t run(const job_t *j) {
 
 /* ---- the matrix for one builder ---- */
 
-typedef struct pair {
-  mpiar_dtype_t dtype;
-  mpiar_op_t op;
-} pair_t;
-
 /* Floating pairs, then integer ones (order never matters there, they must still be right). */
 static const pair_t float_pairs[] = {
     {MPIAR_FLOAT32, MPIAR_SUM},  {MPIAR_FLOAT64, MPIAR_SUM},  {MPIAR_FLOAT16, MPIAR_SUM},
@@ -207,18 +195,6 @@ static const pair_t int_pairs[] = {
 };
 #define NFLOAT (int)(sizeof float_pairs / sizeof float_pairs[0])
 #define NINT (int)(sizeof int_pairs / sizeof int_pairs[0])
-
-static size_t prime_above(size_t x) {
-  for (size_t n = x + 1;; n++) {
-    int prime = n > 1;
-    for (size_t d = 2; d * d <= n && prime; d++) {
-      prime = n % d != 0;
-    }
-    if (prime) {
-      return n;
-    }
-  }
-}
 
 /* Segment sizes tried by a segmented builder (0: none), in elements. */
 static size_t seg_choice(const mpiar__algorithm_t *alg, int i) {

@@ -128,9 +128,7 @@ static void test_errors(void) {
 static void test_random_maps(void) {
   uint64_t x = 0x9E3779B97F4A7C15ull;
   for (int i = 0; i < 200; i++) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
+    test_xorshift64(&x);
     const int p = 1 + (int)(x % 300), nodes = 1 + (int)((x >> 20) % 40);
     int *labels = malloc((size_t)p * sizeof *labels);
     if (labels == NULL) {
@@ -138,9 +136,7 @@ static void test_random_maps(void) {
       return;
     }
     for (int r = 0; r < p; r++) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
+      test_xorshift64(&x);
       labels[r] = (int)(x % (uint64_t)nodes) * 1000003;
     }
     mpiar__topology_t t;

@@ -16,19 +16,8 @@
 #include <unistd.h>
 
 #include "common/models.h"
+#include "sim_test.h"
 #include "train.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      failures++;                                                 \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
 
 static int near(double a, double b) {
   return fabs(a - b) <= 1e-9 * (fabs(b) > 1e-3 ? fabs(b) : 1e-3);

@@ -8,19 +8,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "../common/test_check.h"
 #include "tune.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      failures++;                                                 \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-    }                                                             \
-  } while (0)
 
 static int near(double x, double want, double rel) {
   return fabs(x - want) <= rel * fabs(want);

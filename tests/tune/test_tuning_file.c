@@ -21,19 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/test_check.h"
 #include "tuning/tuning.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      failures++;                                                \
-      fprintf(stderr, "%s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-    }                                                            \
-  } while (0)
 
 /* A valid file; the cases below change one thing in it. */
 static const char *const valid =
