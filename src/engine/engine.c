@@ -346,7 +346,9 @@ mpiar__request_t *mpiar__request_alloc(const mpiar__plan_t *plan) {
   r->piece_left = (uint32_t *)(block + o_left);
   r->probing = (uint32_t *)(block + o_probing);
   r->piece_state = (uint8_t *)(block + o_state);
-  r->scratch = plan->scratch_bytes ? block + o_scratch : NULL;
+  /* Never NULL, even when empty: a zero-length step of a rank with no scratch (a block of no
+   * element) still forms its address, and NULL + 0 is undefined behaviour. */
+  r->scratch = block + o_scratch;
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
   return r;
