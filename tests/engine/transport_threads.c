@@ -57,6 +57,10 @@ typedef struct tw_rank {
 struct mpiar__tw {
   int p;
   uint64_t rng;
+  /* The byte stream that replaces the generator (mpiar__tw_create_bytes), NULL: seeded. */
+  const uint8_t *bytes;
+  size_t nbytes, pos;
+  uint64_t passes; /* pass_turn calls (the stream's fallback switches every fourth) */
   long tag_ub;
   mpiar__tw_fault_t fault;
   double clock;
@@ -89,9 +93,20 @@ static uint64_t rnd(mpiar__tw_t *w) {
   return x * 0x2545F4914F6CDD1DULL;
 }
 
-/* One chance in @p n. */
+/*
+ * The scheduler's next draw: the seeded generator's, or the next byte of the stream. Once the
+ * stream has run out, @p fallback: a fixed choice that lets everything progress.
+ */
+static uint64_t draw(mpiar__tw_t *w, uint64_t fallback) {
+  if (w->bytes == NULL) {
+    return rnd(w);
+  }
+  return w->pos < w->nbytes ? w->bytes[w->pos++] : fallback;
+}
+
+/* One chance in @p n (never, once a stream has run out). */
 static int chance(mpiar__tw_t *w, unsigned n) {
-  return rnd(w) % n == 0;
+  return draw(w, 1) % n == 0;
 }
 
 /* ---- turns ---- */
@@ -102,17 +117,20 @@ static int chance(mpiar__tw_t *w, unsigned n) {
  * on its own condition variable, so a switch wakes one thread.
  */
 static void pass_turn(mpiar__tw_t *w) {
-  if (w->alive[cur_rank] && !chance(w, 4)) {
+  /* A spent stream keeps the turn for three passes, then hands it to the next live rank. */
+  uint64_t stay = w->passes++ % 4 != 3;
+  if (w->alive[cur_rank] && draw(w, stay) % 4 != 0) {
     return;
   }
-  int alive = 0;
+  int alive = 0, after = 0; /* live ranks, and the position among them of the next one */
   for (int r = 0; r < w->p; r++) {
+    after += w->alive[r] && r <= cur_rank;
     alive += w->alive[r];
   }
   if (alive == 0) {
     return;
   }
-  int k = (int)(rnd(w) % (uint64_t)alive);
+  int k = (int)(draw(w, (uint64_t)(after % alive)) % (uint64_t)alive);
   int next = 0;
   for (int r = 0; r < w->p; r++) {
     if (w->alive[r] && k-- == 0) {
@@ -175,7 +193,7 @@ int mpiar__tw_run(mpiar__tw_t *w, void (*body)(int rank, void *arg), void *arg) 
   for (int r = 0; r < w->p; r++) {
     w->alive[r] = 1;
   }
-  w->turn = (int)(rnd(w) % (uint64_t)w->p);
+  w->turn = (int)(draw(w, 0) % (uint64_t)w->p);
   int made = 0;
   for (int r = 0; r < w->p; r++) {
     ts[r].w = w;
@@ -673,6 +691,29 @@ mpiar__tw_t *mpiar__tw_create(int p, uint64_t seed, long tag_ub, const mpiar__tw
     pthread_cond_init(&w->cv[r], NULL);
   }
   return w;
+}
+
+mpiar__tw_t *mpiar__tw_create_bytes(int p, const uint8_t *bytes, size_t nbytes, long tag_ub,
+                                    const mpiar__tw_fault_t *fault) {
+  mpiar__tw_t *w = mpiar__tw_create(p, 0, tag_ub, fault);
+  if (w != NULL) {
+    w->bytes = bytes != NULL ? bytes : (const uint8_t *)"";
+    w->nbytes = bytes != NULL ? nbytes : 0;
+  }
+  return w;
+}
+
+size_t mpiar__tw_bytes_used(const mpiar__tw_t *w) {
+  return w->pos;
+}
+
+int mpiar__tw_fault_fired(const mpiar__tw_t *w) {
+  return w->fault.send_fail_rank >= 0 && w->fault.send_fail_rank < w->p &&
+         w->ranks[w->fault.send_fail_rank].sends > w->fault.send_fail_at;
+}
+
+size_t mpiar__tw_unmatched(const mpiar__tw_t *w) {
+  return w->nposted;
 }
 
 void *mpiar__tw_state(mpiar__tw_t *w, int rank) {

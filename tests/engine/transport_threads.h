@@ -1,6 +1,7 @@
 /*
  * The threads transport (tests only): the p ranks of a communicator are threads of one process,
- * and a seeded scheduler decides everything MPI leaves open.
+ * and a seeded scheduler (or a byte stream, mpiar__tw_create_bytes) decides everything MPI
+ * leaves open.
  *
  * The ranks take turns: one rank runs at a time, and at every poll or probe it hands the turn
  * to a rank the scheduler picks, so a run is a function of its seed alone (a failing seed
@@ -19,6 +20,7 @@
 #ifndef MPIAR_TRANSPORT_THREADS_H
 #define MPIAR_TRANSPORT_THREADS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/transport.h"
@@ -34,6 +36,25 @@ typedef struct mpiar__tw mpiar__tw_t;
 
 /* A world of @p p ranks driven by @p seed; @p tag_ub bounds the tags (the engine's layout). */
 mpiar__tw_t *mpiar__tw_create(int p, uint64_t seed, long tag_ub, const mpiar__tw_fault_t *fault);
+
+/*
+ * A world whose scheduler takes every choice from @p bytes instead of a seed (a fuzzer's input):
+ * each choice is one byte, read as the seeded generator's draw would be. Once the bytes run out,
+ * every choice is a fixed one that lets everything progress (messages arrive and complete at
+ * once; a rank keeps the turn for three passes, then hands it to the next live rank), so a run
+ * still ends and is a function of the bytes alone. The bytes must outlive the world.
+ */
+mpiar__tw_t *mpiar__tw_create_bytes(int p, const uint8_t *bytes, size_t nbytes, long tag_ub,
+                                    const mpiar__tw_fault_t *fault);
+
+/* Bytes of the stream the scheduler has taken so far. */
+size_t mpiar__tw_bytes_used(const mpiar__tw_t *w);
+
+/* Did the fault's send failure happen (the rank made that many sends)? */
+int mpiar__tw_fault_fired(const mpiar__tw_t *w);
+
+/* Receives posted and never matched by a message (after the run: none should be left). */
+size_t mpiar__tw_unmatched(const mpiar__tw_t *w);
 
 /* The transport state of rank @p rank (the engine closes it; the world outlives it). */
 void *mpiar__tw_state(mpiar__tw_t *w, int rank);

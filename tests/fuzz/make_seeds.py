@@ -10,6 +10,11 @@ valid ones must load, damaged ones must be refused.
 parse_size: sizes and near-sizes as text.
 tuning: tuning files (docs/tuning.md): the hand-written ones of tests/tune/files (valid and
 damaged), and one shaped like mpiar-tune's output with every member.
+engine: cases of fuzz_engine (the header of fuzz_engine.c: algorithm, p, count, segment,
+dtype/op, mode and flags, fault, data seed, operations) followed by scheduler bytes: every
+mode, in-place and check, small tag bounds and split messages, both broadcasts, each fault, p=1
+and count 0. Byte 0 picks the algorithm modulo the number of entries (43 allreduce entries, then
+the 2 broadcasts, when written).
 
 Usage: make_seeds.py [CORPUS_DIR] (default: the corpus directory next to this script)
 """
@@ -108,6 +113,52 @@ def main():
         with open(os.path.join(ps, "size-%02d" % i), "w") as f:
             f.write(text)
     tuning_seeds(os.path.join(root, "tuning"))
+    engine_seeds(os.path.join(root, "engine"))
+
+
+def engine_seeds(out):
+    """fuzz_engine cases: a 10-byte header, then bytes for the scheduler (xorshift, fixed)."""
+    os.makedirs(out, exist_ok=True)
+    state = [0x9E3779B97F4A7C15]
+
+    def sched(n):
+        b = bytearray()
+        for _ in range(n):
+            x = state[0]
+            x ^= (x << 13) & 0xFFFFFFFFFFFFFFFF
+            x ^= x >> 7
+            x ^= (x << 17) & 0xFFFFFFFFFFFFFFFF
+            state[0] = x
+            b.append(x & 0xFF)
+        return bytes(b)
+
+    # flags (byte 5): mode in bits 0-1 (0 blocking, 1 nonblocking, 2 persistent), 4 in place,
+    # 8 check, 16 reproducible, 32/64 tag bound 65535/32767, 128 messages of 24 bytes.
+    # fault (byte 6): 12 send, 13 silent, 14 long, 15 argument mismatch.
+    cases = {
+        #                alg  p  count seg dt/op flags fault frank seed ops
+        "ring-int64-sum": ([0, 3, 13, 0, 4, 0x00, 0, 0, 1, 0], 64),
+        "ring-seg-nonblocking": ([0, 5, 40, 3, 5, 0x09, 0, 0, 2, 2], 256),
+        "rabenseifner-f32-sum": ([1, 4, 21, 0, 8, 0x11, 0, 0, 3, 1], 128),
+        "rd-int32-bxor-persistent": ([2, 7, 9, 0, 62, 0x06, 0, 0, 4, 2], 128),
+        "hier-f16-max-probed": ([3, 6, 33, 2, 36, 0xA0, 0, 0, 5, 0], 256),
+        "swing-u8-prod-check": ([6, 9, 17, 0, 11, 0x0C, 0, 0, 6, 1], 128),
+        "knomial-bf16-avg": ([10, 5, 11, 0, 47, 0x41, 0, 0, 7, 1], 128),
+        "direct-f64-min-split": ([13, 8, 24, 0, 29, 0x82, 0, 0, 8, 2], 256),
+        "rm-k3-int8-max": ([20, 10, 30, 4, 30, 0x04, 0, 0, 9, 0], 128),
+        "repro-halving-f32": ([18, 12, 50, 0, 8, 0x10, 0, 0, 10, 0], 256),
+        "bcast-binomial": ([43, 6, 20, 3, 0, 0x01, 0, 0, 11, 10], 128),
+        "bcast-scatter-allgather": ([44, 9, 37, 0, 9, 0x8A, 0, 0, 12, 23], 256),
+        "p1": ([2, 0, 5, 0, 4, 0x00, 0, 0, 13, 2], 0),
+        "count0": ([1, 5, 0, 0, 4, 0x08, 0, 0, 14, 1], 16),
+        "fault-send": ([0, 4, 12, 0, 4, 0x00, 12, 0x21, 15, 0], 128),
+        "fault-silent": ([1, 5, 16, 0, 4, 0x00, 13, 2, 16, 0], 64),
+        "fault-long": ([2, 3, 7, 0, 4, 0x00, 14, 1, 17, 0], 64),
+        "fault-mismatch": ([0, 6, 10, 0, 4, 0x01, 15, 0x33, 18, 1], 128),
+    }
+    for name, (header, n) in cases.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(bytes(header) + sched(n))
 
 
 def tuning_seeds(out):
