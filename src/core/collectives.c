@@ -97,13 +97,20 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
   return MPIAR_SUCCESS;
 }
 
-/* The deadline in ms from the options (0 = environment, < 0 = none); 0 means none. */
+/* The call's deadline in ms (0: none). */
 static long deadline_ms(const call_t *c, const mpiar__settings_t *set) {
-  if (c->opts.timeout_ms > 0) {
-    return c->opts.timeout_ms;
-  }
-  return c->opts.timeout_ms < 0 ? 0 : set->timeout_ms;
+  return mpiar__deadline_ms(c->opts.timeout_ms, set);
 }
+
+/* What each collective's arguments are, for the checks and the messages (one row each). */
+static const struct coll_args {
+  const char *name; /* in MPIAR_DEBUG lines */
+  int send_buffer;  /* a send buffer besides the receive buffer (or MPIAR_IN_PLACE) */
+  int root;         /* a root rank, checked against the communicator */
+} coll_args[] = {
+    [MPIAR__COLL_ALLREDUCE] = {"allreduce", 1, 0},
+    [MPIAR__COLL_BCAST] = {"bcast", 0, 1},
+};
 
 /* Checks that need no communicator: settings, datatype, count, buffers, operation. */
 static int check_args(const call_t *c, const mpiar__settings_t **set) {
@@ -119,7 +126,7 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
   if (c->count > 0 && c->out == NULL) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL buffer with count %zu", c->fn, c->count);
   }
-  if (c->coll == MPIAR__COLL_ALLREDUCE) {
+  if (coll_args[c->coll].send_buffer) {
     int in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
     if (!in_place && c->count > 0) {
       if (c->in == NULL) {
@@ -144,66 +151,91 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
   return MPIAR_SUCCESS;
 }
 
+/* ---- the call cache ---- */
 
+_Static_assert(sizeof(mpiar__call_key_t) == 2 * sizeof(size_t) + 8 * sizeof(int32_t),
+               "the call key has no padding (keys compare as bytes)");
 
-/*
- * The registry index of an algorithm, for the argument check: allreduce and broadcast entries by
- * their position (the collective is another field), research variants (reproducible mode) after
- * the registry.
- */
-static uint64_t algorithm_index(const mpiar__algorithm_t *alg) {
-  if (alg >= mpiar__bcast_algorithms &&
-      alg < mpiar__bcast_algorithms + mpiar__bcast_algorithm_count) {
-    return (uint64_t)(alg - mpiar__bcast_algorithms);
-  }
-  /* Registry, variants and parameter instances: the value of k is part of the number. */
-  return mpiar__algorithm_number(alg);
+static inline int call_key_equal(const mpiar__call_key_t *a, const mpiar__call_key_t *b) {
+  return memcmp(a, b, sizeof *a) == 0;
 }
 
-/* Select the algorithm and find (or build) the plan of call @p c on @p ctx. */
+/* The hash of a call key (never 0): its top bits pick the entry. */
+static inline uint64_t call_key_hash(const mpiar__call_key_t *k) {
+  uint64_t w[sizeof *k / 8];
+  memcpy(w, k, sizeof w);
+  uint64_t h = w[0] * 0x9e3779b97f4a7c15ull;
+  for (size_t i = 1; i < sizeof w / sizeof w[0]; i++) {
+    h = (h ^ w[i]) * 0xff51afd7ed558ccdull;
+  }
+  return (h ^ (h >> 29)) | 1;
+}
+
+/* The filter of the kept request, read before entering: the call's buffers, count, datatype
+ * and operation (never 0); the key is compared inside. */
+static inline uint64_t kept_hash(const call_t *c) {
+  uint64_t h = (uint64_t)(uintptr_t)c->in * 0x9e3779b97f4a7c15ull;
+  h ^= (uint64_t)(uintptr_t)c->out * 0x632be59bd9b4e019ull;
+  h ^= ((uint64_t)c->count << 16 | (uint64_t)c->dtype << 8 | (uint64_t)c->op) *
+       0x85ebca77c2b2ae63ull;
+  return h | 1;
+}
+
+static inline mpiar__call_entry_t *call_entry(mpiar__context_t *ctx, uint64_t hash) {
+  return &ctx->calls[(hash >> 40) & (MPIAR__CALL_CACHE - 1)];
+}
+
+void mpiar__calls_forget_plan(mpiar__context_t *ctx, const mpiar__plan_t *plan) {
+  for (size_t i = 0; i < MPIAR__CALL_CACHE; i++) {
+    if (ctx->calls[i].plan == plan) {
+      ctx->calls[i].plan = NULL;
+    }
+  }
+}
+
+/* The call key of @p c (one place: every field of mpiar__call_key_t is set here). */
+static inline mpiar__call_key_t call_key(const call_t *c, int in_place, int reproducible,
+                                         unsigned settings) {
+  mpiar__call_key_t k = {
+      .count = c->count,
+      .zero = 0,
+      .segment_bytes = c->opts.segment_bytes,
+      .coll = c->coll,
+      .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
+      .dtype = c->dtype,
+      .op = c->coll == MPIAR__COLL_ALLREDUCE ? c->op : MPIAR_SUM,
+      .in_place = in_place,
+      .reproducible = reproducible,
+      .settings = settings,
+  };
+  return k;
+}
+
+/* Select the algorithm of call @p c (key @p k) on @p ctx and find (or build) its plan: the
+ * choice, the plan and the algorithm's number go to @p out. */
 static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settings_t *set,
-                     int in_place, int reproducible, mpiar__plan_t **plan_out,
-                     uint64_t *alg_index) {
+                     const mpiar__call_key_t *k, mpiar__call_entry_t *out) {
   size_t es = mpiar_dtype_size(c->dtype);
   size_t bytes = c->count * es;
-  const mpiar__algorithm_t *alg = NULL;
   mpiar__choice_t choice = {0};
   int have_choice = 0;
-  size_t seg_bytes = 0;
   int rc;
   if (c->coll == MPIAR__COLL_BCAST) {
-    rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->eng.size, &alg);
+    rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->eng.size, &choice.alg);
   } else {
     int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
                     set->segment_bytes == 0;
-    rc = MPIAR_SUCCESS;
-    uint64_t h = ((uint64_t)bytes ^ ((uint64_t)c->dtype << 56) ^ ((uint64_t)reproducible << 63)) *
-                 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: the top bits pick the entry */
-    struct mpiar__choice_memo *m = &ctx->choices[(h >> 32) & (MPIAR__CHOICE_MEMO - 1)];
-    if (automatic && m->valid && m->bytes == bytes && m->dtype == c->dtype &&
-        m->reproducible == reproducible) {
-      choice = m->choice;
-    } else {
-      rc = mpiar__select(set, &ctx->selector, c->opts.algorithm, c->opts.segment_bytes, bytes,
-                         c->dtype, ctx->eng.size, ctx->has_topo ? &ctx->topo : NULL,
-                         automatic && reproducible, &choice);
-      if (rc == MPIAR_SUCCESS && automatic) {
-        m->valid = 1;
-        m->bytes = bytes;
-        m->dtype = c->dtype;
-        m->reproducible = reproducible;
-        m->choice = choice;
-      }
-    }
-    alg = choice.alg;
-    seg_bytes = choice.segment_bytes;
+    rc = mpiar__select(set, &ctx->selector, c->opts.algorithm, c->opts.segment_bytes, bytes,
+                       c->dtype, ctx->eng.size, ctx->has_topo ? &ctx->topo : NULL,
+                       automatic && k->reproducible, &choice);
     have_choice = 1;
   }
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  if (reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
+  const mpiar__algorithm_t *alg = choice.alg;
+  if (k->reproducible && c->coll == MPIAR__COLL_ALLREDUCE) {
     /* The canonical order whatever was selected: the algorithm or its reproducible replacement
      * (which keeps the segment size). */
     alg = mpiar__algorithm_reproducible(alg, ctx->eng.size, c->dtype);
@@ -214,30 +246,39 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
       .elem_size = es,
       .builder = alg,
       .segment_elems = (alg->flags & MPIAR__ALG_SEGMENTED)
-                           ? mpiar__segment_elems(seg_bytes, c->count, es, ctx->eng.size)
+                           ? mpiar__segment_elems(choice.segment_bytes, c->count, es, ctx->eng.size)
                            : 0,
-      .in_place = in_place,
-      .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
+      .in_place = k->in_place,
+      .root = k->root,
   };
   int built = 0;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, plan_out, &built)) !=
+  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &out->plan, &built)) !=
       MPIAR_SUCCESS) {
     return rc;
   }
   if (built && set->debug) {
-    report_choice(ctx, c->coll == MPIAR__COLL_BCAST ? "bcast" : "allreduce", alg->name, alg, bytes,
-                  key.segment_elems, es, have_choice ? &choice : NULL);
+    report_choice(ctx, coll_args[c->coll].name, alg->name, alg, bytes, key.segment_elems, es,
+                  have_choice ? &choice : NULL);
   }
-  *alg_index = algorithm_index(alg);
+  out->alg_index = alg->index; /* the collective is another field */
+  out->choice = choice;
   return MPIAR_SUCCESS;
 }
 
+/* A call made ready to start: its context (entered), its request and its call cache entry
+ * (NULL for a call that names an algorithm). */
+typedef struct prepared {
+  mpiar__context_t *ctx;
+  mpiar__request_t *r;
+  mpiar__call_entry_t *entry;
+} prepared_t;
+
 /*
- * Everything before the start: arguments, context (entered on success), selection, plan, a
- * request holding the buffers. On success the caller owns *out and is inside the context.
+ * Everything before the start: arguments, context (entered on success), the call cache (else
+ * selection and the plan cache), a request holding the buffers. On success the caller owns p->r
+ * and is inside the context.
  */
-static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__request_t **out,
-                   unsigned *settings) {
+static int prepare(call_t *c, int blocking, prepared_t *p) {
   const mpiar__settings_t *set = NULL;
   int rc = check_args(c, &set);
   if (rc != MPIAR_SUCCESS) {
@@ -248,49 +289,43 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__r
   if ((rc = mpiar__context_enter(c->comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
     return rc;
   }
-  int in_place = 1;
-  int reproducible = c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible;
-  if (c->coll == MPIAR__COLL_BCAST) {
-    if (c->root < 0 || c->root >= ctx->eng.size) {
-      rc =
-          mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
-                       c->fn, c->root, ctx->eng.size);
-      goto fail;
-    }
-  } else {
-    in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
+  if (coll_args[c->coll].root && (c->root < 0 || c->root >= ctx->eng.size)) {
+    rc = mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: root %d is not a rank of a %d-rank communicator",
+                      c->fn, c->root, ctx->eng.size);
+    goto fail;
   }
-  /* The plan: the last call's when this one is like it (the same inputs to the selection and to
-   * the plan's key, no algorithm named in the options), else selected and looked up. */
-  mpiar__plan_t *plan = ctx->last_call.plan;
-  uint64_t alg_index = ctx->last_call.alg_index;
-  if (plan == NULL || c->opts.algorithm != NULL || ctx->last_call.coll != c->coll ||
-      ctx->last_call.count != c->count || ctx->last_call.dtype != c->dtype ||
-      ctx->last_call.root != c->root || ctx->last_call.in_place != in_place ||
-      ctx->last_call.reproducible != reproducible ||
-      ctx->last_call.segment_bytes != c->opts.segment_bytes ||
-      ctx->last_call.settings != set->generation) {
-    if ((rc = find_plan(c, ctx, set, in_place, reproducible, &plan, &alg_index)) != MPIAR_SUCCESS) {
-      goto fail;
+  int in_place = !coll_args[c->coll].send_buffer || c->in == MPIAR_IN_PLACE || c->in == c->out;
+  mpiar__call_key_t key =
+      call_key(c, in_place, c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible,
+               set->generation);
+  /* The call cache, unless the options name an algorithm (a name is text the caller may change
+   * under the same pointer). */
+  mpiar__call_entry_t named, *e = &named;
+  if (c->opts.algorithm == NULL) {
+    e = call_entry(ctx, call_key_hash(&key));
+    if (e->plan == NULL || !call_key_equal(&e->key, &key)) {
+      if (e == ctx->kept.entry) {
+        /* The kept request's entry changes: the same-call path may not use it any more. */
+        __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
+        ctx->kept.entry = NULL;
+      }
+      e->plan = NULL;
+      if ((rc = find_plan(c, ctx, set, &key, e)) != MPIAR_SUCCESS) {
+        goto fail;
+      }
+      e->key = key;
     }
-    if (c->opts.algorithm == NULL) {
-      ctx->last_call.plan = plan;
-      ctx->last_call.coll = c->coll;
-      ctx->last_call.count = c->count;
-      ctx->last_call.dtype = c->dtype;
-      ctx->last_call.root = c->root;
-      ctx->last_call.in_place = in_place;
-      ctx->last_call.reproducible = reproducible;
-      ctx->last_call.segment_bytes = c->opts.segment_bytes;
-      ctx->last_call.settings = set->generation;
-      ctx->last_call.alg_index = alg_index;
-    }
+    ctx->last = e;
+  } else if ((rc = find_plan(c, ctx, set, &key, e)) != MPIAR_SUCCESS) {
+    goto fail;
   }
-  mpiar__request_t *r = ctx->blocking;
+  mpiar__plan_t *plan = e->plan;
+  mpiar__request_t *r = ctx->kept.req;
   if (blocking && r != NULL && r->plan == plan) {
     /* The last blocking call's request, done and clean: it holds the plan's reference; it
      * takes the context's again. */
-    ctx->blocking = NULL;
+    __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
+    ctx->kept.req = NULL;
     r->state = MPIAR__REQ_INACTIVE;
     ctx->refs++;
   } else if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
@@ -313,101 +348,44 @@ static int prepare(call_t *c, int blocking, mpiar__context_t **ctx_out, mpiar__r
     r->signature[2] = (uint64_t)plan->key.elem_size;
     r->signature[3] = (uint64_t)c->dtype;
     r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
-    r->signature[5] = alg_index;
+    r->signature[5] = e->alg_index;
     r->signature[6] = (uint64_t)plan->key.segment_elems;
     r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
   }
-  *ctx_out = ctx;
-  *out = r;
-  *settings = set->generation;
+  p->ctx = ctx;
+  p->r = r;
+  p->entry = e == &named ? NULL : e;
   return MPIAR_SUCCESS;
 fail:
   mpiar__context_leave(ctx);
   return rc;
 }
 
-int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
-                              mpiar_op_t op, long timeout_ms) {
-  const mpiar__settings_t *set = NULL;
-  mpiar__settings(&set);
-  size_t es = mpiar_dtype_size(dtype);
-  mpiar__settings_t automatic = *set;
-  automatic.algorithm[0] = '\0';
-  automatic.segment_bytes = 0;
-  /* The library's own messages (context creation) use the built-in model: no tuning file is
-   * agreed on yet, and every rank must choose alike. */
-  mpiar__choice_t choice;
-  int rc = mpiar__select(&automatic, NULL, NULL, 0, count * es, dtype, ctx->eng.size, NULL, 0,
-                         &choice);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  const mpiar__algorithm_t *alg = choice.alg;
-  mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
-                           .count = count,
-                           .elem_size = es,
-                           .builder = alg,
-                           .segment_elems = 0,
-                           .in_place = 1,
-                           .root = -1};
-  mpiar__plan_t *plan = NULL;
-  if ((rc = mpiar__plan_get(ctx, &key, alg->name, alg->build, &plan, NULL)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  mpiar__request_t *r = NULL;
-  if ((rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  r->dtype = dtype;
-  r->kop = op;
-  r->in = r->out = buf;
-  r->base[MPIAR__BUF_INPUT] = r->base[MPIAR__BUF_OUTPUT] = buf;
-  r->base[MPIAR__BUF_SCRATCH] = r->scratch;
-  r->timeout_ms = timeout_ms;
-  ctx->refs++;
-  if ((rc = mpiar__request_start(r)) != MPIAR_SUCCESS) {
-    mpiar__request_release(r);
-  } else {
-    rc = mpiar__wait_one(r);
-  }
-  ctx->refs--;
-  return rc;
-}
-
-/* A hash of an allreduce's buffers, count, datatype and operation (never 0). */
-static uint64_t same_call_key(const call_t *c) {
-  uint64_t h = (uint64_t)(uintptr_t)c->in * 0x9e3779b97f4a7c15ull;
-  h ^= (uint64_t)(uintptr_t)c->out + 0x632be59bd9b4e019ull + (h << 6) + (h >> 2);
-  h ^= (uint64_t)c->count + 0x85ebca77c2b2ae63ull + (h << 6) + (h >> 2);
-  h ^= ((uint64_t)c->dtype << 8 | (uint64_t)c->op) + (h << 6) + (h >> 2);
-  return h | 1;
-}
-
 /*
- * Run a prepared blocking request (the caller is inside @p ctx): start, wait, then keep the
- * request for the next like call if it succeeded with the memo's plan, else release it.
+ * Run a prepared blocking call (the caller is inside its context): start, wait, then keep the
+ * request for the next call of its cache entry if it succeeded, else release it.
  * @p no_options: the call had no options (the same call again may then skip the checks).
  */
-static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t *c, int no_options,
-                        unsigned settings) {
+static int run_prepared(const prepared_t *p, const call_t *c, int no_options) {
+  mpiar__context_t *ctx = p->ctx;
+  mpiar__request_t *r = p->r;
   ctx->refs++;
   int rc = mpiar__request_start(r);
   if (rc == MPIAR_SUCCESS) {
     rc = mpiar__wait_result(r);
   }
-  if (rc == MPIAR_SUCCESS && r->plan == ctx->last_call.plan && !ctx->eng.broken) {
-    mpiar__context_drop_blocking(ctx);
-    ctx->blocking = r;
+  if (rc == MPIAR_SUCCESS && p->entry != NULL && !ctx->eng.broken) {
+    if (ctx->kept.req != NULL) {
+      mpiar__context_drop_kept(ctx);
+    }
+    ctx->kept.req = r;
     ctx->refs--; /* a kept request does not hold its context */
-    __atomic_store_n(&ctx->same_call.key,
-                     no_options && c->coll == MPIAR__COLL_ALLREDUCE ? same_call_key(c) : 0,
+    ctx->kept.entry = p->entry;
+    ctx->kept.in = c->in;
+    ctx->kept.out = c->out;
+    __atomic_store_n(&ctx->kept.hash,
+                     no_options && c->coll == MPIAR__COLL_ALLREDUCE ? kept_hash(c) : 0,
                      __ATOMIC_RELAXED);
-    ctx->same_call.in = c->in;
-    ctx->same_call.out = c->out;
-    ctx->same_call.count = c->count;
-    ctx->same_call.dtype = c->dtype;
-    ctx->same_call.op = c->op;
-    ctx->same_call.settings = settings;
   } else {
     mpiar__request_release(r);
   }
@@ -417,50 +395,47 @@ static int run_prepared(mpiar__context_t *ctx, mpiar__request_t *r, const call_t
 }
 
 /*
- * Blocking: prepare, start, wait. A successful call's request is kept for the next like call
- * (the plan the memo holds), which then allocates and resets nothing.
+ * Blocking: prepare, start, wait. A successful call's request is kept for the next call of its
+ * cache entry, which then allocates and resets nothing.
  */
 static int run_blocking(call_t *c, int no_options) {
-  mpiar__context_t *ctx = NULL;
-  mpiar__request_t *r = NULL;
-  unsigned settings = 0;
-  int rc = prepare(c, 1, &ctx, &r, &settings);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  return run_prepared(ctx, r, c, no_options, settings);
+  prepared_t p;
+  int rc = prepare(c, 1, &p);
+  return rc != MPIAR_SUCCESS ? rc : run_prepared(&p, c, no_options);
 }
 
 /*
- * The same allreduce as the last blocking call on @p comm (no options; the same buffers, count,
- * datatype and operation; the same settings): its arguments passed every check then, and its
- * request is kept as it ran. *handled is 0 when this is not such a call (nothing was done).
+ * The same allreduce as the last blocking call on @p comm (no options; the same key and
+ * buffers): its arguments passed every check then, and its request is kept as it ran.
+ * *handled is 0 when this is not such a call (nothing was done).
  */
 static int run_same_call(const call_t *c, int *handled) {
   *handled = 0;
   mpiar__context_t *ctx = mpiar__context_cached(c->comm);
   const mpiar__settings_t *set = NULL;
-  /* The key is read before entering (other calls' fields are only read inside). */
-  if (ctx == NULL || __atomic_load_n(&ctx->same_call.key, __ATOMIC_RELAXED) != same_call_key(c) ||
-      mpiar__settings_checked(&set, NULL) != MPIAR_SUCCESS) {
-    return MPIAR_SUCCESS;
+  /* The filter is read before entering (the kept request's fields are only read inside). */
+  if (ctx == NULL || __atomic_load_n(&ctx->kept.hash, __ATOMIC_RELAXED) != kept_hash(c) ||
+      mpiar__settings_checked(&set, NULL) != MPIAR_SUCCESS ||
+      mpiar__context_enter_ctx(ctx) != MPIAR_SUCCESS) {
+    return MPIAR_SUCCESS; /* the full path runs it (and reports what enter found) */
   }
-  if (mpiar__context_enter_ctx(ctx) != MPIAR_SUCCESS) {
-    return MPIAR_SUCCESS; /* the full path reports it */
-  }
-  mpiar__request_t *r = ctx->blocking;
-  if (ctx->eng.broken || r == NULL || ctx->same_call.key == 0 || ctx->same_call.in != c->in ||
-      ctx->same_call.out != c->out || ctx->same_call.count != c->count ||
-      ctx->same_call.dtype != c->dtype || ctx->same_call.op != c->op ||
-      ctx->same_call.settings != set->generation || r->plan != ctx->last_call.plan) {
+  /* A nonzero filter means that the kept entry still holds the key of the kept call (an
+   * allreduce without options: an entry that changes drops the filter), so the fields that may
+   * differ are compared: buffers (and so in place), count, datatype, operation and the settings
+   * (and so reproducible mode). */
+  prepared_t p = {.ctx = ctx, .r = ctx->kept.req, .entry = ctx->kept.entry};
+  if (ctx->eng.broken || p.r == NULL || ctx->kept.in != c->in || ctx->kept.out != c->out ||
+      p.entry->plan != p.r->plan || p.entry->key.count != c->count ||
+      p.entry->key.dtype != (int32_t)c->dtype || p.entry->key.op != (int32_t)c->op ||
+      p.entry->key.settings != set->generation) {
     mpiar__context_leave(ctx);
     return MPIAR_SUCCESS;
   }
   *handled = 1;
-  ctx->blocking = NULL;
-  r->state = MPIAR__REQ_INACTIVE;
+  ctx->kept.req = NULL;
+  p.r->state = MPIAR__REQ_INACTIVE;
   ctx->refs++; /* the request holds its context again */
-  return run_prepared(ctx, r, c, 1, set->generation);
+  return run_prepared(&p, c, 1);
 }
 
 /* Nonblocking (start now) or persistent (start later). */
@@ -469,13 +444,13 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: the request pointer is NULL", c->fn);
   }
   *req = MPIAR_REQUEST_NULL;
-  mpiar__context_t *ctx = NULL;
-  mpiar__request_t *r = NULL;
-  unsigned settings = 0;
-  int rc = prepare(c, 0, &ctx, &r, &settings);
+  prepared_t p;
+  int rc = prepare(c, 0, &p);
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
+  mpiar__context_t *ctx = p.ctx;
+  mpiar__request_t *r = p.r;
   r->persistent = persistent;
   mpiar_request_t h = MPIAR_REQUEST_NULL;
   if ((rc = mpiar__handle_new(r, &h)) != MPIAR_SUCCESS ||
@@ -499,15 +474,15 @@ static int start_call(call_t *c, const mpiar_options_t *opts) {
   return read_options(opts, &c->opts, c->fn);
 }
 
-#define ALLREDUCE_CALL(name, send, recv, n, t, o, cm)                                          \
-  {                                                                                            \
-    .coll = MPIAR__COLL_ALLREDUCE, .fn = name, .in = (send), .out = (recv), .count = (n),       \
-    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                          \
+#define ALLREDUCE_CALL(name, send, recv, n, t, o, cm)                                     \
+  {                                                                                       \
+    .coll = MPIAR__COLL_ALLREDUCE, .fn = name, .in = (send), .out = (recv), .count = (n), \
+    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                     \
   }
-#define BCAST_CALL(name, b, n, t, rt, cm)                                                      \
-  {                                                                                            \
-    .coll = MPIAR__COLL_BCAST, .fn = name, .in = (b), .out = (b), .count = (n), .dtype = (t),  \
-    .op = MPIAR_SUM, .root = (rt), .comm = (cm)                                                \
+#define BCAST_CALL(name, b, n, t, rt, cm)                                                     \
+  {                                                                                           \
+    .coll = MPIAR__COLL_BCAST, .fn = name, .in = (b), .out = (b), .count = (n), .dtype = (t), \
+    .op = MPIAR_SUM, .root = (rt), .comm = (cm)                                               \
   }
 
 int mpiar_allreduce_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
@@ -633,7 +608,7 @@ int mpiar_comm_init(MPI_Comm comm, const mpiar_options_t *opts) {
   }
   const mpiar__settings_t *set = NULL;
   rc = mpiar__settings_checked(&set, NULL);
-  long timeout_ms = o.timeout_ms > 0 ? o.timeout_ms : (o.timeout_ms < 0 ? 0 : set->timeout_ms);
+  long timeout_ms = mpiar__deadline_ms(o.timeout_ms, set);
   if (rc != MPIAR_SUCCESS) {
     return mpiar__context_join_failed(comm, timeout_ms, rc);
   }

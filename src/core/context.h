@@ -58,38 +58,58 @@ typedef struct mpiar__choice {
   const mpiar__tuning_range_t *range; /* MPIAR__SRC_TABLE: the range that decided */
 } mpiar__choice_t;
 
-
-
 /* Plans kept per communicator (a training step's tensor sizes must all stay cached). */
 #define MPIAR__PLAN_CACHE_MAX 1024
 extern int mpiar__plan_cache_max; /* tests lower it to exercise eviction */
 #define MPIAR__PLAN_BUCKETS 256   /* a power of two */
 
+/*
+ * The call cache: what a call's choice and plan depend on, besides its communicator, as one key
+ * with named fields (hashed and compared in collectives.c, its one user). An entry holds the
+ * choice, the plan and the argument check's algorithm number of that key; the context keeps one
+ * request beside it (the last blocking call's, see `kept`).
+ */
+typedef struct mpiar__call_key { /* no padding: keys compare as bytes */
+  size_t count;
+  size_t segment_bytes; /* the options' (0: none) */
+  int32_t coll;         /* mpiar__coll_t */
+  int32_t root;         /* broadcast; -1 for an allreduce */
+  int32_t dtype;        /* mpiar_dtype_t */
+  int32_t op;           /* an allreduce's mpiar_op_t; MPIAR_SUM for a broadcast */
+  int32_t in_place;
+  int32_t reproducible; /* as resolved (options, then MPIAR_REPRODUCIBLE) */
+  uint32_t settings;    /* the settings' generation */
+  uint32_t zero;        /* 0 */
+} mpiar__call_key_t;
 
+typedef struct mpiar__call_entry {
+  mpiar__call_key_t key;
+  mpiar__plan_t *plan; /* NULL: empty (or its plan was evicted) */
+  uint64_t alg_index;  /* the algorithm's number in the argument check's signature */
+  mpiar__choice_t choice;
+} mpiar__call_entry_t;
 
-
-
-/* Entries of a context's memo of automatic choices (a power of two). */
-#define MPIAR__CHOICE_MEMO 256
+/* Entries of a context's call cache (a power of two; direct-mapped). */
+#define MPIAR__CALL_CACHE 512
 
 typedef struct mpiar__context {
   /* The engine first: what every call and every pass touches. */
   mpiar__engine_t eng;
-  MPI_Comm user_comm; /* the communicator the attribute sits on */
-  MPI_Comm comm;      /* private duplicate: all library traffic */
-  int local_ranks;   /* ranks of this communicator on this node */
-  int nnodes;        /* nodes of this communicator */
-  int *node_of;      /* node of every rank (NULL on one rank) */
+  MPI_Comm user_comm;     /* the communicator the attribute sits on */
+  MPI_Comm comm;          /* private duplicate: all library traffic */
+  int local_ranks;        /* ranks of this communicator on this node */
+  int nnodes;             /* nodes of this communicator */
+  int *node_of;           /* node of every rank (NULL on one rank) */
   mpiar__topology_t topo; /* built from node_of unless MPIAR_TOPOLOGY=flat */
   int has_topo;
-  int cores;         /* CPUs this process may use */
-  int node_cpus;     /* CPUs the ranks of this node may use together (union of their masks) */
-  int yield;         /* 1: waiting ranks give their core away after a short spin */
-  int attached;      /* 1 while the attribute holds the context */
-  int refs;          /* the attribute + every request that points here */
+  int cores;     /* CPUs this process may use */
+  int node_cpus; /* CPUs the ranks of this node may use together (union of their masks) */
+  int yield;     /* 1: waiting ranks give their core away after a short spin */
+  int attached;  /* 1 while the attribute holds the context */
+  int refs;      /* the attribute + every request that points here */
 
-  int entered; /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
-  uint32_t check_seq; /* argument checks run so far (control tags) */
+  int entered;          /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
+  uint32_t check_seq;   /* argument checks run so far (control tags) */
   MPI_Request idup_req; /* an MPI_Comm_idup that did not finish before its deadline */
   MPI_Comm late_comm;   /* what that MPI_Comm_idup makes */
 
@@ -97,36 +117,19 @@ typedef struct mpiar__context {
   mpiar__plan_t *buckets[MPIAR__PLAN_BUCKETS];
   mpiar__plan_t *lru_head, *lru_tail;
   int nplans;
-  /* The plan of the last call without an algorithm name in its options, with what chose it: a
-   * loop of like calls skips the selection, the plan lookup and the signature's derivation.
-   * Cleared when that plan is evicted. */
+  /* The request of the last successful blocking call that used the call cache, kept (done,
+   * holding its plan's reference but not the context's) for the next call of its entry, with
+   * that call's buffers: the same allreduce again without options (same key and buffers)
+   * passed every argument check already and runs the request as it is. `hash` is read before
+   * entering (atomic; 0: none), the rest inside. */
   struct {
-    mpiar__plan_t *plan; /* NULL: none */
-    int coll;
-    size_t count;
-    mpiar_dtype_t dtype;
-    int root;
-    int in_place;
-    int reproducible;     /* as resolved (options, then MPIAR_REPRODUCIBLE) */
-    size_t segment_bytes; /* the options' */
-    unsigned settings;    /* the settings' generation */
-    uint64_t alg_index;   /* the algorithm's index in the argument check's signature */
-  } last_call;
-  /* The request of the last successful blocking call with that plan, kept (done, holding its
-   * plan's reference but not the context's) for the next like call, or NULL. */
-  struct mpiar_request *blocking;
-  /* That call's arguments when it had no options: the same call again (the same buffers, count,
-   * datatype and operation, under the same settings) passed every argument check already and
-   * runs the kept request as it is. */
-  struct {
-    uint64_t key; /* a hash of the fields below, read before entering (atomic); 0: none */
+    struct mpiar_request *req; /* NULL: none */
+    mpiar__call_entry_t *entry;
     const void *in;
     void *out;
-    size_t count;
-    mpiar_dtype_t dtype;
-    mpiar_op_t op;
-    unsigned settings;
-  } same_call;
+    uint64_t hash;
+  } kept;
+  mpiar__call_entry_t *last; /* the entry of the last call that used the cache, or NULL */
   /* Choices already reported under MPIAR_DEBUG=1 (a small ring of recent ones). */
   struct {
     const void *builder;
@@ -139,19 +142,10 @@ typedef struct mpiar__context {
   /* Large and rarely used, after everything a call touches. */
   /* What automatic choices use (tuning file, whether its table applies). */
   mpiar__selector_t selector;
-  /* Recent automatic choices, so that a training step's calls (a few hundred sizes, again and
-   * again) skip the selector: direct-mapped by (bytes, datatype, reproducible), since the choice
-   * depends on the datatype (a table per type, gamma per type). */
-  struct mpiar__choice_memo {
-    int valid;
-    size_t bytes;
-    int reproducible;
-    mpiar_dtype_t dtype;
-    mpiar__choice_t choice;
-  } choices[MPIAR__CHOICE_MEMO];
+  /* The call cache (a training step's few hundred sizes, again and again, select nothing and
+   * look up no plan after the first step). */
+  mpiar__call_entry_t calls[MPIAR__CALL_CACHE];
 } mpiar__context_t;
-
-
 
 /*
  * Largest MPI message in bytes; longer steps are split into several messages. A variable, not a
@@ -163,12 +157,11 @@ extern size_t mpiar__max_message_bytes;
 /* Plans built in this process so far (tests check that a cache hit builds nothing). */
 extern size_t mpiar__plans_built;
 
-
-
 /* The context of a request of the engine (a generalized request has none: NULL). */
 static inline mpiar__context_t *mpiar__ctx_of(const mpiar__request_t *r) {
-  return r->eng == NULL ? NULL
-                        : (mpiar__context_t *)(void *)((char *)r->eng - offsetof(mpiar__context_t, eng));
+  return r->eng == NULL
+             ? NULL
+             : (mpiar__context_t *)(void *)((char *)r->eng - offsetof(mpiar__context_t, eng));
 }
 
 /* The engine's check_describe for the core's argument check (request.c): the name of field
@@ -215,7 +208,6 @@ void mpiar__context_unref(mpiar__context_t *ctx);
 /* Number of live contexts in this process (for tests of the release path). */
 int mpiar__live_contexts(void);
 
-
 /* Idle polls before a waiting rank starts yielding its core (when the policy yields). */
 #define MPIAR__SPIN_POLLS 64
 
@@ -226,6 +218,32 @@ static inline void mpiar__idle(const mpiar__context_t *ctx, unsigned idle) {
     sched_yield();
   }
 }
+
+/* ---- setup.c, nodes.c: what a new context learns with its ranks ---- */
+
+/* Everything after the private duplicate exists: the engine, the settings agreement, the node
+ * map, the selector, the threads and the wait policy. @p fault: mpiar__settings_fault(). */
+int mpiar__context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, int fault,
+                         long timeout_ms);
+
+/* The engine over an MPI transport on ctx->comm (errors returned, never fatal). */
+int mpiar__context_engine_open(mpiar__context_t *ctx);
+
+/* The context's own allreduce (its creation), on a plan of the built-in model, with a deadline. */
+int mpiar__context_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
+                             mpiar_op_t op, long timeout_ms);
+
+/* FNV-1a of a text. */
+uint64_t mpiar__text_hash(const char *text);
+
+/* This process's node key (never 0): host name and network namespace. */
+uint64_t mpiar__node_key(void);
+
+/* ctx->node_of, nnodes and local_ranks from every rank's node key (rows[r * stride]). */
+void mpiar__node_map(mpiar__context_t *ctx, const uint64_t *rows, size_t stride);
+
+/* The CPUs the ranks of this rank's node may use together (collective); 0 when unknown. */
+int mpiar__node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out);
 
 /* ---- plan.c ---- */
 
@@ -270,13 +288,10 @@ int mpiar__request_of(mpiar_request_t *req, const char *call, mpiar__request_t *
 int mpiar__wait_result(mpiar__request_t *req);
 
 /* Give the request a blocking call kept for the next like call back to its plan's spares. */
-void mpiar__context_drop_blocking(mpiar__context_t *ctx);
+void mpiar__context_drop_kept(mpiar__context_t *ctx);
 
-/* ---- collectives.c ---- */
-
-/* An allreduce of the library's own on a context (its context creation), with a deadline. */
-int mpiar__internal_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpiar_dtype_t dtype,
-                              mpiar_op_t op, long timeout_ms);
+/* Forget the call cache's entries of @p plan (it is being freed). */
+void mpiar__calls_forget_plan(mpiar__context_t *ctx, const mpiar__plan_t *plan);
 
 /* ---- select.c ---- */
 

@@ -89,17 +89,6 @@ int mpiar__inspect_set_yield(MPI_Comm comm, int yield) {
   return MPIAR_SUCCESS;
 }
 
-/* The plan of the last call that used the memo (or the call cache), and the request kept for
- * the next like call: the call cache's last entry and its kept request where the context has a
- * call cache (MPIAR__CALL_CACHE), else the memo of the last call and the kept blocking request. */
-#ifdef MPIAR__CALL_CACHE
-#define LAST_CALL_PLAN(ctx) ((ctx)->last != NULL ? (ctx)->last->plan : NULL)
-#define KEPT_REQUEST(ctx) ((ctx)->kept.req)
-#else
-#define LAST_CALL_PLAN(ctx) ((ctx)->last_call.plan)
-#define KEPT_REQUEST(ctx) ((ctx)->blocking)
-#endif
-
 static void describe_plan(const mpiar__context_t *ctx, const mpiar__plan_t *plan,
                           mpiar__inspect_plan_t *out) {
   memset(out, 0, sizeof *out);
@@ -111,7 +100,7 @@ static void describe_plan(const mpiar__context_t *ctx, const mpiar__plan_t *plan
   out->count = plan->key.count;
   out->segment_elems = plan->key.segment_elems;
   out->nsteps = plan->sched.nsteps;
-  out->kept = KEPT_REQUEST(ctx) != NULL && KEPT_REQUEST(ctx)->plan == plan;
+  out->kept = ctx->kept.req != NULL && ctx->kept.req->plan == plan;
 }
 
 int mpiar__inspect_plan(MPI_Comm comm, int which, mpiar__inspect_plan_t *out) {
@@ -124,7 +113,10 @@ int mpiar__inspect_plan(MPI_Comm comm, int which, mpiar__inspect_plan_t *out) {
   if (rc != MPIAR_SUCCESS) {
     return rc;
   }
-  describe_plan(ctx, which == MPIAR__INSPECT_RECENT ? ctx->lru_head : LAST_CALL_PLAN(ctx), out);
+  describe_plan(ctx,
+                which == MPIAR__INSPECT_RECENT ? ctx->lru_head
+                                               : (ctx->last != NULL ? ctx->last->plan : NULL),
+                out);
   mpiar__context_leave(ctx);
   return MPIAR_SUCCESS;
 }
@@ -171,8 +163,7 @@ void mpiar__inspect_fingerprint(struct mpiar__fingerprint *fp) {
 }
 
 int mpiar__inspect_model_choice(const struct mpiar__tuning *fitted, size_t bytes,
-                                mpiar_dtype_t dtype, int nranks,
-                                const struct mpiar__topology *topo,
+                                mpiar_dtype_t dtype, int nranks, const struct mpiar__topology *topo,
                                 const struct mpiar__algorithm **alg, size_t *segment_bytes) {
   mpiar__settings_t set;
   memset(&set, 0, sizeof set);

@@ -117,9 +117,7 @@ static void plan_evict(mpiar__context_t *ctx, mpiar__plan_t *victim) {
   }
   *link = victim->hnext;
   lru_unlink(ctx, victim);
-  if (ctx->last_call.plan == victim) {
-    ctx->last_call.plan = NULL;
-  }
+  mpiar__calls_forget_plan(ctx, victim);
   mpiar__plan_free(victim);
   ctx->nplans--;
 }

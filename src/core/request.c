@@ -111,12 +111,14 @@ void mpiar__request_release(mpiar__request_t *r) {
   mpiar__context_unref(ctx);
 }
 
-void mpiar__context_drop_blocking(mpiar__context_t *ctx) {
-  mpiar__request_t *r = ctx->blocking;
+void mpiar__context_drop_kept(mpiar__context_t *ctx) {
+  mpiar__request_t *r = ctx->kept.req;
   if (r == NULL) {
     return;
   }
-  ctx->blocking = NULL;
+  __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
+  ctx->kept.req = NULL;
+  ctx->kept.entry = NULL;
   mpiar__plan_t *plan = r->plan;
   r->magic = 0;
   plan->refs--;

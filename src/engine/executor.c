@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/check.h"
 #include "engine/engine.h"
 #include "reduce_kernels/kernels.h"
 
@@ -66,8 +67,7 @@ static inline void complete_step(mpiar__request_t *r, uint32_t step) {
   }
 }
 
-/* A transport call named @p what failed with the transport's error @p err. */
-static int tx_error(int err, const char *what, const mpiar__request_t *r, uint32_t step) {
+int mpiar__tx_error(int err, const char *what, const mpiar__request_t *r, uint32_t step) {
   char msg[512];
   r->eng->tx->error_string(err, msg, sizeof msg);
   return mpiar__error(MPIAR_ERR_MPI, "rank %d: %s in %s step %u failed: %s", r->eng->rank, what,
@@ -89,11 +89,7 @@ static int held_take(mpiar__engine_t *e, int source, int tag, mpiar__held_t *out
   return 0;
 }
 
-/*
- * The next message from @p source with @p tag, held or in the transport's queue: 1 if taken, 0
- * if none yet, or minus the transport's error code (errors are never 0).
- */
-static int take_message(mpiar__engine_t *e, int source, int tag, mpiar__held_t *out) {
+int mpiar__take_message(mpiar__engine_t *e, int source, int tag, mpiar__held_t *out) {
   if (e->nheld > 0 && held_take(e, source, tag, out)) {
     return 1;
   }
@@ -155,7 +151,7 @@ static int receive_taken(mpiar__request_t *r, uint32_t k, mpiar__held_t *m) {
   }
   int err = e->tx->recv_msg(e->txs, e->nm, addr(r, st->dst) + p->off, &m->msg);
   if (err != 0) {
-    return tx_error(err, e->tx->recv_msg_name, r, p->step);
+    return mpiar__tx_error(err, e->tx->recv_msg_name, r, p->step);
   }
   r->piece_state[k] = PIECE_POSTED | PIECE_MATCHED;
   add_owner(r, k);
@@ -192,7 +188,7 @@ static int post(mpiar__request_t *r, uint32_t step) {
     if (st->kind == MPIAR__STEP_SEND) {
       int err = e->tx->send(e->txs, e->nm, addr(r, st->a) + p->off, p->len, st->peer, tag);
       if (err != 0) {
-        return tx_error(err, e->tx->send_name, r, step);
+        return mpiar__tx_error(err, e->tx->send_name, r, step);
       }
       add_owner(r, k);
       continue;
@@ -207,7 +203,7 @@ static int post(mpiar__request_t *r, uint32_t step) {
     } else if (p->exact) {
       int err = e->tx->recv(e->txs, e->nm, addr(r, st->dst) + p->off, p->len, st->peer, tag);
       if (err != 0) {
-        return tx_error(err, e->tx->recv_name, r, step);
+        return mpiar__tx_error(err, e->tx->recv_name, r, step);
       }
       r->piece_state[k] = PIECE_POSTED;
       add_owner(r, k);
@@ -230,10 +226,10 @@ static int probe(mpiar__request_t *r, int *progressed) {
     mpiar__held_t m;
     int tag = r->tag_base | p->tag;
     int got = rc == MPIAR_SUCCESS && !probing_for(r, st->peer, tag, kept)
-                  ? take_message(r->eng, st->peer, tag, &m)
+                  ? mpiar__take_message(r->eng, st->peer, tag, &m)
                   : 0;
     if (got < 0) {
-      rc = tx_error(-got, r->eng->tx->probe_name, r, p->step);
+      rc = mpiar__tx_error(-got, r->eng->tx->probe_name, r, p->step);
     } else if (got) {
       rc = receive_taken(r, k, &m);
       *progressed = 1;
@@ -261,7 +257,8 @@ static int poll(mpiar__engine_t *e, int *progressed, mpiar__request_t **failed) 
   int err = e->tx->poll(e->txs, e->nm, e->mdone, &ndone);
   if (err != 0) {
     *failed = e->mown[0].r;
-    return tx_error(err, e->tx->poll_name, *failed, (*failed)->plan->pieces[e->mown[0].piece].step);
+    return mpiar__tx_error(err, e->tx->poll_name, *failed,
+                           (*failed)->plan->pieces[e->mown[0].piece].step);
   }
   if (ndone == 0) {
     return MPIAR_SUCCESS;
@@ -279,8 +276,8 @@ static int poll(mpiar__engine_t *e, int *progressed, mpiar__request_t **failed) 
     const mpiar__piece_t *p = &r->plan->pieces[k];
     const mpiar__step_t *st = &r->plan->sched.steps[p->step];
     if (e->mdone[i].err != 0) {
-      rc = tx_error(e->mdone[i].err, st->kind == MPIAR__STEP_SEND ? "a send" : "a receive", r,
-                    p->step);
+      rc = mpiar__tx_error(e->mdone[i].err, st->kind == MPIAR__STEP_SEND ? "a send" : "a receive",
+                           r, p->step);
       *failed = r;
     } else if (st->kind == MPIAR__STEP_RECV && !p->exact && e->mdone[i].bytes != p->len) {
       /* An exact piece's tag carries its length, so the message that matched it has that length;
@@ -371,147 +368,6 @@ static int timed_out(const mpiar__request_t *r) {
                       st->kind == MPIAR__STEP_RECV ? "from" : "to", st->peer, st->tag);
 }
 
-/* ---- the argument check (MPIAR_CHECK) ---- */
-
-static int check_tag(const mpiar__request_t *r, int round) {
-  const mpiar__engine_t *e = r->eng;
-  return (e->nslots << (e->size_bits + MPIAR__TAG_BITS)) |
-         (MPIAR__CTL_CHECK * 2 + r->slot * 32 + round);
-}
-
-/*
- * Combine a received accumulator into ours. Entries 2f, 2f+1 hold the smallest value of field f
- * and the lowest rank that has it; entries 16 + 2f, 17 + 2f the largest value and its rank.
- */
-static void check_combine(uint64_t *acc, const uint64_t *in) {
-  for (int f = 0; f < 8; f++) {
-    uint64_t *mn = &acc[2 * f], *mx = &acc[16 + 2 * f];
-    const uint64_t *imn = &in[2 * f], *imx = &in[16 + 2 * f];
-    if (imn[0] < mn[0] || (imn[0] == mn[0] && imn[1] < mn[1])) {
-      mn[0] = imn[0];
-      mn[1] = imn[1];
-    }
-    if (imx[0] > mx[0] || (imx[0] == mx[0] && imx[1] < mx[1])) {
-      mx[0] = imx[0];
-      mx[1] = imx[1];
-    }
-  }
-}
-
-static int check_verdict(mpiar__request_t *r) {
-  const uint64_t *acc = r->check_acc;
-  for (int f = 0; f < 8; f++) {
-    if (acc[2 * f] != acc[16 + 2 * f]) {
-      char lo[64], hi[64];
-      const char *field = r->eng->check_describe(acc, f, 0, lo, sizeof lo);
-      r->eng->check_describe(acc, f, 1, hi, sizeof hi);
-      return mpiar__error(MPIAR_ERR_MISMATCH,
-                          "MPIAR_CHECK: the ranks called the collective with different "
-                          "arguments: the %s is %s on rank %llu but %s on rank %llu",
-                          field, lo, (unsigned long long)acc[2 * f + 1], hi,
-                          (unsigned long long)acc[16 + 2 * f + 1]);
-    }
-  }
-  return MPIAR_SUCCESS;
-}
-
-/*
- * One step of the check: dissemination rounds (round k sends to rank + 2^k and receives from
- * rank - 2^k), after which every rank holds the minimum and maximum of every field over all
- * ranks. Minimum and maximum are idempotent, so ranks counted twice do no harm. The messages have
- * one fixed length, and a round's receive is taken only after its length is checked.
- */
-static int check_pass(mpiar__request_t *r, int *progressed) {
-  mpiar__engine_t *e = r->eng;
-  int k = r->check_round;
-  int dist = (int)(((long)1 << k) % e->size);
-  int to = (e->rank + dist) % e->size;
-  int from = (e->rank - dist + e->size) % e->size;
-  int tag = check_tag(r, k);
-  if (!r->check_sent) {
-    memcpy(r->check_send, r->check_acc, sizeof r->check_acc);
-    r->check_send[32] = r->seq;
-    int err = e->tx->send_ctl(e->txs, r->check_send, sizeof r->check_send, to, tag, &r->check_req);
-    if (err != 0) {
-      char what[64];
-      snprintf(what, sizeof what, "%s (argument check)", e->tx->send_name);
-      return tx_error(err, what, r, 0);
-    }
-    r->check_sent = 1;
-    *progressed = 1;
-  }
-  mpiar__held_t m;
-  int got = r->check_recvd ? 0 : take_message(e, from, tag, &m);
-  if (got < 0) {
-    char what[64];
-    snprintf(what, sizeof what, "%s (argument check)", e->tx->probe_name);
-    return tx_error(-got, what, r, 0);
-  }
-  if (got) {
-    if (m.msg.bytes != sizeof r->check_in) {
-      mpiar__held_discard(e, &m);
-      return mpiar__error(MPIAR_ERR_MISMATCH,
-                          "rank %d: the argument check of rank %d has %zu bytes, not %zu (another "
-                          "mpiar version?)",
-                          e->rank, from, m.msg.bytes, sizeof r->check_in);
-    }
-    if (m.data != NULL) { /* received early by the scan */
-      memcpy(r->check_in, m.data, sizeof r->check_in);
-      free(m.data);
-    } else {
-      int err = e->tx->recv_now(e->txs, r->check_in, &m.msg);
-      if (err != 0) {
-        char what[64];
-        snprintf(what, sizeof what, "%s (argument check)", e->tx->recv_msg_name);
-        return tx_error(err, what, r, 0);
-      }
-    }
-    check_combine(r->check_acc, r->check_in);
-    r->check_recvd = 1;
-    e->progress_count++;
-    *progressed = 1;
-  }
-  if (r->check_req.handle != 0) {
-    int flag = 0;
-    int err = e->tx->test_ctl(e->txs, &r->check_req, &flag);
-    if (err != 0) {
-      char what[64];
-      snprintf(what, sizeof what, "%s (argument check)", e->tx->test_name);
-      return tx_error(err, what, r, 0);
-    }
-  }
-  if (r->check_sent && r->check_recvd && r->check_req.handle == 0) {
-    r->check_round++;
-    r->check_sent = r->check_recvd = 0;
-    *progressed = 1;
-    if (r->check_round == r->check_rounds) {
-      int rc = check_verdict(r);
-      if (rc != MPIAR_SUCCESS) {
-        r->check_failed = 1;
-        return rc;
-      }
-      mpiar__request_begin(r);
-    }
-  }
-  return MPIAR_SUCCESS;
-}
-
-void mpiar__check_init(mpiar__request_t *r) {
-  r->check_failed = 0;
-  int rounds = 0;
-  while (rounds < 31 && (1 << rounds) < r->eng->size) {
-    rounds++;
-  }
-  r->check_rounds = rounds;
-  r->check_round = 0;
-  r->check_sent = r->check_recvd = 0;
-  r->check_req.handle = 0;
-  for (int f = 0; f < 8; f++) {
-    r->check_acc[2 * f] = r->check_acc[16 + 2 * f] = r->signature[f];
-    r->check_acc[2 * f + 1] = r->check_acc[17 + 2 * f] = (uint64_t)r->eng->rank;
-  }
-}
-
 /* ---- one request, one pass ---- */
 
 /* Something for data_pass to do: steps ready, or long messages to take. */
@@ -597,7 +453,7 @@ void mpiar__request_fail(mpiar__request_t *r, int code, const char *detail) {
     }
     uint32_t k = e->mown[i].piece;
     const mpiar__step_t *st = &r->plan->sched.steps[r->plan->pieces[k].step];
-    int how = st->kind != MPIAR__STEP_RECV              ? MPIAR__TX_KEEP
+    int how = st->kind != MPIAR__STEP_RECV               ? MPIAR__TX_KEEP
               : (r->piece_state[k] & PIECE_MATCHED) != 0 ? MPIAR__TX_FINISH
                                                          : MPIAR__TX_CANCEL;
     e->tx->abandon(e->txs, i, how, until);
@@ -641,8 +497,21 @@ void mpiar__request_abandon(mpiar__request_t *r, int rc) {
 void mpiar__request_begin(mpiar__request_t *r) {
   const mpiar__plan_t *plan = r->plan;
   size_t n = plan->sched.nsteps;
-  memcpy(r->pending, plan->ndeps, n * sizeof *r->pending);
-  memset(r->piece_state, 0, plan->npieces);
+  /* Small plans (a few steps: the latency-bound calls) copy inline, without a libc call. */
+  if (n <= 16) {
+    for (size_t i = 0; i < n; i++) {
+      r->pending[i] = plan->ndeps[i];
+    }
+  } else {
+    memcpy(r->pending, plan->ndeps, n * sizeof *r->pending);
+  }
+  if (plan->npieces <= 16) {
+    for (size_t i = 0; i < plan->npieces; i++) {
+      r->piece_state[i] = 0;
+    }
+  } else {
+    memset(r->piece_state, 0, plan->npieces);
+  }
   r->comm_head = r->comm_tail = r->comp_head = r->comp_tail = 0;
   r->nmpireq = r->nprobing = 0;
   r->done = 0;
@@ -668,7 +537,7 @@ static void pass_failed(mpiar__request_t *r, int rc) {
 
 void mpiar__request_post(mpiar__request_t *r) {
   int progressed = 0;
-  int rc = r->check_round < r->check_rounds ? check_pass(r, &progressed)
+  int rc = r->check_round < r->check_rounds ? mpiar__check_pass(r, &progressed)
            : has_work(r)                    ? data_pass(r, &progressed)
                                             : MPIAR_SUCCESS;
   if (rc != MPIAR_SUCCESS) {
@@ -677,12 +546,12 @@ void mpiar__request_post(mpiar__request_t *r) {
 }
 
 /*
- * One pass over the engine: one poll of the transport over the messages of all its requests completes
- * steps; then each request posts what is ready (a start posts its first messages itself), takes
- * the long messages that arrived and runs one reduction (or a round of its argument check), each
- * request that is done finishes, and the deadlines are looked at. A receive and the reduction or
- * send it feeds therefore take one pass, and a pass with nothing to do is one poll and a
- * few comparisons per request.
+ * One pass over the engine: one poll of the transport over the messages of all its requests
+ * completes steps; then each request posts what is ready (a start posts its first messages itself),
+ * takes the long messages that arrived and runs one reduction (or a round of its argument check),
+ * each request that is done finishes, and the deadlines are looked at. A receive and the reduction
+ * or send it feeds therefore take one pass, and a pass with nothing to do is one poll and a few
+ * comparisons per request.
  */
 void mpiar__progress(mpiar__engine_t *e, int *progressed) {
   if (e->broken) {
@@ -698,7 +567,7 @@ void mpiar__progress(mpiar__engine_t *e, int *progressed) {
   for (mpiar__request_t *r = e->active; r != NULL && !e->broken;) {
     mpiar__request_t *next = r->anext;
     if (r->check_round < r->check_rounds) {
-      rc = check_pass(r, progressed);
+      rc = mpiar__check_pass(r, progressed);
     } else {
       rc = has_work(r) ? data_pass(r, progressed) : MPIAR_SUCCESS;
       if (rc == MPIAR_SUCCESS && r->done == r->plan->sched.nsteps) {
