@@ -45,8 +45,8 @@ typedef struct mpiar__settings {
   int topology_flat;    /* MPIAR_TOPOLOGY=flat */
   size_t fusion_bytes;  /* MPIAR_FUSION_BYTES (valid when fusion_set) */
   int fusion_set;
-  int pmpi;             /* MPIAR_PMPI: 0 passes every MPI_Allreduce through */
-  char pmpi_stats[1024]; /* MPIAR_PMPI_STATS: "" off, "1" stderr, else a path */
+  int pmpi;               /* MPIAR_PMPI: 0 passes every MPI_Allreduce through */
+  char pmpi_stats[1024];  /* MPIAR_PMPI_STATS: "" off, "1" stderr, else a path */
   char tuning_file[1024]; /* MPIAR_TUNING_FILE: "" = none */
   unsigned generation;    /* a new value at every load (checks of the values are kept by it) */
   int malformed;          /* 0, or 1 + the index in mpiar__settings_names of the first bad one */
@@ -58,6 +58,14 @@ typedef struct mpiar__settings {
  * *out is always set (to the defaults where a value was malformed).
  */
 int mpiar__settings(const mpiar__settings_t **out);
+
+/*
+ * A call's deadline in ms (0: none) by the one rule of every entry point: an option > 0 is the
+ * deadline, an option < 0 means none, an option of 0 defers to MPIAR_TIMEOUT_MS (@p set).
+ */
+static inline long mpiar__deadline_ms(long option_ms, const mpiar__settings_t *set) {
+  return option_ms > 0 ? option_ms : (option_ms < 0 ? 0 : set->timeout_ms);
+}
 
 /* Parse the environment again (tests that change it between calls; not thread-safe). */
 void mpiar__settings_reload(void);

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include "core/context.h"
-#include "engine/transport_mpi.h"
 #include "reduce_kernels/kernels.h"
 
 size_t mpiar__max_message_bytes = (size_t)1 << 30;
@@ -42,9 +41,9 @@ static mpiar__context_t *live_head;
 static int live_count;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 static int self_keyval = MPI_KEYVAL_INVALID;
-static int keyval_error; /* MPI error class if creating the keyvals failed */
-static int finalizing;   /* set while MPI_Finalize releases the contexts */
-int mpiar__finalized;      /* set once they are released: no more contexts */
+static int keyval_error;    /* MPI error class if creating the keyvals failed */
+static int finalizing;      /* set while MPI_Finalize releases the contexts */
+int mpiar__finalized;       /* set once they are released: no more contexts */
 static unsigned generation; /* bumped whenever a context is released (invalidates caches) */
 
 /* Private communicators whose drain did not finish, kept until MPI_Finalize. */
@@ -144,8 +143,6 @@ static void unlink_live(mpiar__context_t *ctx) {
  * arrive: they then hold a working duplicate and wait for this rank inside their first call. This
  * rank takes the duplicate and sends them a failure notice, so that they fail instead of waiting.
  */
-static int engine_open(mpiar__context_t *ctx);
-
 static void late_notify(mpiar__context_t *ctx) {
   int flag = 0;
   if (ctx->idup_req == MPI_REQUEST_NULL ||
@@ -154,7 +151,7 @@ static void late_notify(mpiar__context_t *ctx) {
   }
   ctx->idup_req = MPI_REQUEST_NULL;
   ctx->comm = ctx->late_comm;
-  if (engine_open(ctx) != MPIAR_SUCCESS) {
+  if (mpiar__context_engine_open(ctx) != MPIAR_SUCCESS) {
     mpiar__engine_close(&ctx->eng);
     MPI_Comm_free(&ctx->comm);
     return;
@@ -225,7 +222,7 @@ static void release_all(mpiar__context_t **ctxs, int n) {
     }
     /* A duplicate that never finished is left to MPI: MPI forbids freeing the request of a
      * nonblocking collective, and the rank that did not arrive keeps it from completing. */
-    mpiar__context_drop_blocking(ctx);
+    mpiar__context_drop_kept(ctx);
     mpiar__plans_free_all(ctx);
     free(d != NULL ? d[i].fin_from : NULL);
     unlink_live(ctx);
@@ -246,7 +243,7 @@ void mpiar__context_unref(mpiar__context_t *ctx) {
     return;
   }
   mpiar__engine_close(&ctx->eng);
-  mpiar__context_drop_blocking(ctx);
+  mpiar__context_drop_kept(ctx);
   mpiar__plans_free_all(ctx);
   mpiar__topology_destroy(&ctx->topo);
   free(ctx->node_of);
@@ -329,39 +326,30 @@ static void create_keyvals(void) {
 
 /* ---- creation ---- */
 
-/* The engine over an MPI transport on the private duplicate (errors returned, never fatal). */
-static int engine_open(mpiar__context_t *ctx) {
-  /* Library errors are returned as codes, never turned into an abort by MPI. */
-  MPI_Comm_set_errhandler(ctx->comm, MPI_ERRORS_RETURN);
-  int rank = 0, size = 1;
-  MPI_Comm_rank(ctx->comm, &rank);
-  MPI_Comm_size(ctx->comm, &size);
-  void *txs = NULL;
-  long tag_ub = 0;
-  if (mpiar__transport_mpi_open(ctx->comm, &txs, &tag_ub) != MPIAR_SUCCESS) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a communicator context");
+int mpiar__comm_idup_wait(MPI_Comm comm, MPI_Comm *out, MPI_Request *req, double deadline,
+                          int yield) {
+  *out = MPI_COMM_NULL;
+  *req = MPI_REQUEST_NULL;
+  if (MPI_Comm_idup(comm, out, req) != MPI_SUCCESS) {
+    *out = MPI_COMM_NULL;
+    *req = MPI_REQUEST_NULL;
+    return MPIAR__DUP_MPI_ERROR;
   }
-  ctx->eng.check_describe = mpiar__check_describe;
-  return mpiar__engine_init(&ctx->eng, &mpiar__transport_mpi, txs, rank, size, tag_ub);
-}
-
-/* Wait for an MPI request (the duplication) until the deadline; 1 if it completed, 0 at the
- * deadline, -2 when the thread's interrupt check asked to stop, -1 on an MPI error. */
-static int wait_until(MPI_Request *req, double deadline, int yield) {
   unsigned idle = 0;
   for (;;) {
     int flag = 0;
     if (MPI_Test(req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      return -1;
+      return MPIAR__DUP_MPI_ERROR;
     }
     if (flag) {
-      return 1;
+      *req = MPI_REQUEST_NULL;
+      return MPIAR__DUP_DONE;
     }
     if (deadline > 0 && MPI_Wtime() > deadline) {
-      return 0;
+      return MPIAR__DUP_TIMEOUT;
     }
     if (mpiar__interrupted()) {
-      return -2;
+      return MPIAR__DUP_INTERRUPTED;
     }
     if (yield || ++idle > MPIAR__SPIN_POLLS) {
       sched_yield();
@@ -378,254 +366,6 @@ static void link_live(mpiar__context_t *ctx) {
   live_head = ctx;
   live_count++;
   pthread_mutex_unlock(&live_lock);
-}
-
-static uint64_t text_hash(const char *text) {
-  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-  for (const char *c = text; *c != '\0'; c++) {
-    h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
-  }
-  return h;
-}
-
-/*
- * This process's node: a hash of the host name and of the network namespace. Ranks on one host
- * share memory; ranks in different network namespaces of one host are the emulated nodes of
- * perf/cluster, which MPI launches as different hosts too. (MPI_Comm_split_type would give the
- * same grouping, but it is a blocking collective: a rank that gave up on a late peer would leave
- * that peer blocked in it forever. This key is exchanged with mpiar's own allreduce, which the
- * deadline bounds.)
- */
-static uint64_t node_key(void) {
-  char text[512] = "";
-  gethostname(text, 255);
-  text[255] = '\0';
-  size_t used = strlen(text);
-  ssize_t n = readlink("/proc/self/ns/net", text + used + 1, sizeof text - used - 2);
-  if (n > 0) {
-    text[used] = '|';
-    text[used + 1 + (size_t)n] = '\0';
-  }
-  return text_hash(text) | 1; /* never 0 */
-}
-
-/*
- * What every rank of a communicator must hold alike, one row per rank: the settings that shape
- * the messages of a collective (another algorithm, segment, reproducible order, argument check or
- * topology on one rank makes it send what the others do not expect, and the call would wait
- * forever), and whether the rank's settings could be used at all (a rank whose settings are
- * malformed still takes part, so that the others fail with it instead of waiting for it).
- */
-enum {
-  ROW_NODE = 0,  /* node key (never 0) */
-  ROW_FAULT,     /* mpiar__settings_fault(): 0, or which variable is bad there */
-  ROW_ALGORITHM, /* agreed fields from here on, in the order they are reported */
-  ROW_SEGMENT,
-  ROW_REPRODUCIBLE,
-  ROW_CHECK,
-  ROW_TOPOLOGY,
-  ROW_WORDS
-};
-static const char *const row_names[ROW_WORDS] = {
-    NULL, NULL, "MPIAR_ALGORITHM", "MPIAR_SEGMENT_BYTES", "MPIAR_REPRODUCIBLE", "MPIAR_CHECK",
-    "MPIAR_TOPOLOGY"};
-
-
-/* This rank's row (see ROW_*). */
-static void settings_row(const mpiar__settings_t *set, int fault, uint64_t *row) {
-  row[ROW_FAULT] = (uint64_t)fault;
-  row[ROW_ALGORITHM] = set->algorithm[0] != '\0' ? text_hash(set->algorithm) : 0;
-  row[ROW_SEGMENT] = set->segment_bytes;
-  row[ROW_REPRODUCIBLE] = (uint64_t)set->reproducible;
-  row[ROW_CHECK] = (uint64_t)set->check;
-  row[ROW_TOPOLOGY] = (uint64_t)set->topology_flat;
-}
-
-/* The verdict on every rank's row, the same on every rank: a rank whose settings could not be
- * used, then the first field on which two ranks differ. */
-static int settings_verdict(const mpiar__context_t *ctx, const uint64_t *rows,
-                            const mpiar__settings_t *set) {
-  for (int r = 0; r < ctx->eng.size; r++) {
-    uint64_t fault = rows[(size_t)r * ROW_WORDS + ROW_FAULT];
-    if (fault != 0) {
-      const char *name = fault <= 64 ? mpiar__settings_names[fault - 1] : "a setting";
-      return mpiar__error(MPIAR_ERR_ENV,
-                          "rank %d of %d cannot use its settings (%s is malformed there, or names "
-                          "what cannot be used): every rank's first call on the communicator "
-                          "fails",
-                          r, ctx->eng.size, name != NULL ? name : "a setting");
-    }
-  }
-  for (int f = ROW_ALGORITHM; f < ROW_WORDS; f++) {
-    uint64_t first = rows[f];
-    for (int r = 1; r < ctx->eng.size; r++) {
-      uint64_t v = rows[(size_t)r * ROW_WORDS + f];
-      if (v == first) {
-        continue;
-      }
-      if (f == ROW_ALGORITHM) {
-        return mpiar__error(MPIAR_ERR_MISMATCH,
-                            "MPIAR_ALGORITHM differs between ranks 0 and %d (here, rank %d: "
-                            "'%s'): every rank must run with the same settings",
-                            r, ctx->eng.rank, set->algorithm[0] ? set->algorithm : "auto");
-      }
-      return mpiar__error(MPIAR_ERR_MISMATCH,
-                          "%s differs between ranks: rank 0 has %llu and rank %d has %llu (every "
-                          "rank must run with the same settings)",
-                          row_names[f], (unsigned long long)first, r, (unsigned long long)v);
-    }
-  }
-  return MPIAR_SUCCESS;
-}
-
-/*
- * Every rank's row (an allreduce of one row per rank: the maximum of the owner's values and the
- * others' zeros), then the settings verdict and this rank's node size. Two more words carry the
- * selector key (mpiar__selector_key(): the tuning file and the machine) and its complement, so
- * that after the maximum every rank knows whether all of them hold the same one (*agreed), and
- * their table decisions agree.
- */
-static int agree(mpiar__context_t *ctx, long timeout_ms, const mpiar__settings_t *set, int fault,
-                 uint64_t selector_key, int *agreed) {
-  ctx->local_ranks = 1;
-  *agreed = 1;
-  size_t words = (size_t)ctx->eng.size * ROW_WORDS;
-  uint64_t *rows = calloc(words + 2, sizeof *rows);
-  ctx->node_of = ctx->eng.size > 1 ? calloc((size_t)ctx->eng.size, sizeof *ctx->node_of) : NULL;
-  if (rows == NULL || (ctx->eng.size > 1 && ctx->node_of == NULL)) {
-    free(rows);
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node map of %d ranks", ctx->eng.size);
-  }
-  uint64_t *mine = rows + (size_t)ctx->eng.rank * ROW_WORDS;
-  mine[ROW_NODE] = node_key();
-  settings_row(set, fault, mine);
-  rows[words] = selector_key;
-  rows[words + 1] = ~selector_key;
-  int rc = ctx->eng.size > 1 ? mpiar__internal_allreduce(ctx, rows, words + 2, MPIAR_UINT64,
-                                                     MPIAR_MAX, timeout_ms)
-                         : MPIAR_SUCCESS;
-  if (rc == MPIAR_SUCCESS) {
-    rc = settings_verdict(ctx, rows, set);
-  }
-  if (rc == MPIAR_SUCCESS && ctx->eng.size > 1) {
-    *agreed = rows[words] == selector_key && rows[words + 1] == ~selector_key;
-    int nodes = 0;
-    for (int r = 0; r < ctx->eng.size; r++) {
-      int first = r;
-      for (int q = 0; q < r; q++) {
-        if (rows[(size_t)q * ROW_WORDS] == rows[(size_t)r * ROW_WORDS]) {
-          first = q;
-          break;
-        }
-      }
-      ctx->node_of[r] = first == r ? nodes++ : ctx->node_of[first];
-    }
-    ctx->nnodes = nodes;
-    ctx->local_ranks = 0;
-    for (int r = 0; r < ctx->eng.size; r++) {
-      ctx->local_ranks += ctx->node_of[r] == ctx->node_of[ctx->eng.rank];
-    }
-  }
-  free(rows);
-  return rc;
-}
-
-/*
- * The CPUs the ranks of this rank's node may use together: the union of their affinity masks, by
- * one OR of a mask per node over the communicator (collective). Ranks pinned one per core are
- * then not taken for an oversubscribed node, nor unpinned ones sharing it for a free one. 0 when
- * there are too many nodes for one mask each (the caller falls back on this rank's own mask).
- */
-static int node_cpus(mpiar__context_t *ctx, long timeout_ms, int *out) {
-  *out = 0;
-  size_t words = (size_t)ctx->nnodes * MPIAR__CPU_WORDS;
-  if (ctx->node_of == NULL || ctx->nnodes < 1 || words > ((size_t)1 << 16)) {
-    return MPIAR_SUCCESS;
-  }
-  uint64_t *masks = calloc(words, sizeof *masks);
-  if (masks == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the CPU masks of %d nodes", ctx->nnodes);
-  }
-  uint64_t *mine = masks + (size_t)ctx->node_of[ctx->eng.rank] * MPIAR__CPU_WORDS;
-  mpiar__usable_cpu_mask(mine);
-  int rc = mpiar__internal_allreduce(ctx, masks, words, MPIAR_UINT64, MPIAR_BOR, timeout_ms);
-  if (rc == MPIAR_SUCCESS) {
-    for (int w = 0; w < MPIAR__CPU_WORDS; w++) {
-      *out += __builtin_popcountll(mine[w]);
-    }
-  }
-  free(masks);
-  return rc;
-}
-
-/*
- * MPIAR_DEBUG=1: how this rank will wait and reduce on the new context, as decided (every rank
- * prints its own line: the policy depends on the node).
- */
-static void report_context(const mpiar__context_t *ctx, const mpiar__settings_t *set) {
-  static const char *const policy[] = {"auto", "spin", "yield"};
-  int threads = mpiar__kernel_threads();
-  char why[160];
-  if (set->num_threads > 0) {
-    snprintf(why, sizeof why, "MPIAR_NUM_THREADS=%ld, at most the %d CPUs this rank may use",
-             set->num_threads, ctx->cores);
-  } else {
-    snprintf(why, sizeof why, "%d CPUs shared by %d ranks of the node", ctx->cores,
-             ctx->local_ranks);
-  }
-  fprintf(stderr,
-          "mpiar: rank %d of %d: %d node%s, %d ranks on this node with %d CPUs: waiting ranks "
-          "%s (MPIAR_WAIT=%s); %d reduction threads (%s)\n",
-          ctx->eng.rank, ctx->eng.size, ctx->nnodes > 0 ? ctx->nnodes : 1, ctx->nnodes > 1 ? "s" : "",
-          ctx->local_ranks,
-          ctx->node_cpus, ctx->yield ? "yield" : "spin",
-          set->wait >= 0 && set->wait <= 2 ? policy[set->wait] : "?", threads, why);
-}
-
-/* Everything after the duplicate exists: tags, buffers, the settings agreement, nodes, the wait
- * policy. @p fault: mpiar__settings_fault() of this rank. */
-static int context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, int fault,
-                         long timeout_ms) {
-  int rc = engine_open(ctx);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  ctx->cores = mpiar__usable_cpus();
-  /* Until the nodes are known, assume every rank is on this node (the safe guess for waiting). */
-  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->eng.size > ctx->cores);
-  /* The tuning file was loaded by the call that got here (mpiar__settings_checked). */
-  const mpiar__tuning_t *tuning = NULL;
-  mpiar__tuning_get(set->tuning_file, &tuning);
-  int agreed = 1;
-  rc = agree(ctx, timeout_ms, set, fault, mpiar__selector_key(tuning), &agreed);
-  if (rc != MPIAR_SUCCESS) {
-    return rc;
-  }
-  /* The topology the hierarchical algorithms and the selector see (MPIAR_TOPOLOGY=flat: none). */
-  if (ctx->node_of != NULL && !set->topology_flat) {
-    if ((rc = mpiar__topology_from_map(&ctx->topo, ctx->eng.size, ctx->node_of)) != MPIAR_SUCCESS) {
-      return rc;
-    }
-    ctx->has_topo = 1;
-  }
-  mpiar__selector_init(ctx, tuning, agreed);
-  /* Cores of the node shared among the ranks on it; a rank's own affinity mask counts the CPUs
-   * it may use, so a pinned rank gets those and an unpinned one gets its share of the node. */
-  int share = ctx->cores / (ctx->local_ranks > 0 ? ctx->local_ranks : 1);
-  mpiar__kernel_set_default_threads(share > 0 ? share : 1);
-  /* Waiting ranks yield when the node has more ranks than CPUs among them all. */
-  int cpus = 0;
-  if ((rc = node_cpus(ctx, timeout_ms, &cpus)) != MPIAR_SUCCESS) {
-    return rc;
-  }
-  ctx->node_cpus = cpus > 0 ? cpus : ctx->cores;
-  ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
-               (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->node_cpus);
-  if (set->debug) {
-    report_context(ctx, set);
-  }
-  return MPIAR_SUCCESS;
 }
 
 static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out) {
@@ -651,24 +391,22 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
   /* Waiting for the duplicate is the one wait of context creation that depends on the other
    * ranks arriving; the deadline bounds it. */
   double deadline = timeout_ms > 0 ? MPI_Wtime() + (double)timeout_ms * 1e-3 : 0;
-  ctx->late_comm = MPI_COMM_NULL;
-  int err = MPI_Comm_idup(comm, &ctx->late_comm, &ctx->idup_req);
-  if (err != MPI_SUCCESS) {
-    free(ctx);
-    return mpi_failed(err, "MPI_Comm_idup");
-  }
   int yield = set->wait == MPIAR__WAIT_YIELD || (set->wait == MPIAR__WAIT_AUTO && local > cores);
-  int got = wait_until(&ctx->idup_req, deadline, yield);
-  if (got <= 0) {
+  int got = mpiar__comm_idup_wait(comm, &ctx->late_comm, &ctx->idup_req, deadline, yield);
+  if (got == MPIAR__DUP_MPI_ERROR && ctx->idup_req == MPI_REQUEST_NULL) {
+    free(ctx);
+    return mpiar__error(MPIAR_ERR_MPI, "MPI_Comm_idup failed");
+  }
+  if (got != MPIAR__DUP_DONE) {
     /* The communicator stays marked: later calls fail at once instead of pairing their own
      * duplicate with another rank's first one (see late_notify). */
     ctx->eng.broken = 1;
-    if (got == 0) {
+    if (got == MPIAR__DUP_TIMEOUT) {
       rc = mpiar__error(MPIAR_ERR_TIMEOUT,
                         "creating the communicator context timed out after %ld ms: not every "
                         "rank of the communicator called mpiar on it",
                         timeout_ms);
-    } else if (got == -2) {
+    } else if (got == MPIAR__DUP_INTERRUPTED) {
       rc = mpiar__error(MPIAR_ERR_INTERRUPTED,
                         "creating the communicator context was interrupted by the calling "
                         "thread's interrupt check (mpiar_set_interrupt) while not every rank had "
@@ -678,14 +416,13 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
     }
     snprintf(ctx->eng.broken_reason, sizeof ctx->eng.broken_reason, "%s", mpiar_last_error());
   } else {
-    ctx->idup_req = MPI_REQUEST_NULL;
     ctx->comm = ctx->late_comm;
     long left = 0;
     if (deadline > 0) {
       left = (long)((deadline - MPI_Wtime()) * 1e3);
       left = left > 1 ? left : 1;
     }
-    rc = context_setup(ctx, set, fault, left);
+    rc = mpiar__context_setup(ctx, set, fault, left);
     if (rc != MPIAR_SUCCESS) {
       ctx->eng.broken = 1;
       snprintf(ctx->eng.broken_reason, sizeof ctx->eng.broken_reason, "%s", mpiar_last_error());
@@ -693,7 +430,7 @@ static int context_create(MPI_Comm comm, long timeout_ms, mpiar__context_t **out
   }
   link_live(ctx);
   ctx->attached = 1;
-  err = MPI_Comm_set_attr(comm, comm_keyval, ctx);
+  int err = MPI_Comm_set_attr(comm, comm_keyval, ctx);
   if (err != MPI_SUCCESS) {
     ctx->attached = 0;
     int code = mpi_failed(err, "MPI_Comm_set_attr");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/check.h"
 #include "engine/engine.h"
 
 size_t mpiar__requests_allocated;

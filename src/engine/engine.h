@@ -311,9 +311,6 @@ void mpiar__request_post(mpiar__request_t *req);
 /* Reset the run state of a started request and make its first steps ready. */
 void mpiar__request_begin(mpiar__request_t *req);
 
-/* Set up the argument check of a started request (from req->signature). */
-void mpiar__check_init(mpiar__request_t *req);
-
 /* Receive and discard a matched message (drain, mismatch). */
 void mpiar__discard(mpiar__engine_t *e, mpiar__txmsg_t *msg, size_t bytes);
 

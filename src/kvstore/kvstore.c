@@ -3,12 +3,12 @@
  * SGD optimizer, and the metadata agreement that turns mismatched calls into errors.
  */
 #include <math.h>
-#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "algorithms/algorithms.h"
 #include "base/common.h"
 #include "base/settings.h"
 #include "core/comm_check.h"
@@ -109,41 +109,29 @@ static int duplicate(MPI_Comm comm, int timeout_ms, MPI_Comm *out) {
   const mpiar__settings_t *set = NULL;
   mpiar__settings(&set);
   int rc;
-  long ms = timeout_ms > 0 ? timeout_ms : (timeout_ms < 0 ? 0 : set->timeout_ms);
-  MPI_Request q = MPI_REQUEST_NULL;
+  long ms = mpiar__deadline_ms(timeout_ms, set);
+  *out = MPI_COMM_NULL;
   if ((rc = mpiar__check_comm(comm)) != MPIAR_SUCCESS) {
     return mpiar__error(rc, "mpiar_kv_create: %s", mpiar_last_error());
   }
-  if (MPI_Comm_idup(comm, out, &q) != MPI_SUCCESS) {
+  /* On a timeout or an interruption the duplication is left to MPI (it forbids freeing the
+   * request of a nonblocking collective). */
+  MPI_Request q = MPI_REQUEST_NULL;
+  switch (mpiar__comm_idup_wait(comm, out, &q, ms > 0 ? MPI_Wtime() + (double)ms * 1e-3 : 0, 0)) {
+  case MPIAR__DUP_DONE:
+    return MPIAR_SUCCESS;
+  case MPIAR__DUP_TIMEOUT:
+    *out = MPI_COMM_NULL;
+    return mpiar__error(MPIAR_ERR_TIMEOUT,
+                        "mpiar_kv_create: timed out after %ld ms waiting for every worker", ms);
+  case MPIAR__DUP_INTERRUPTED:
+    *out = MPI_COMM_NULL;
+    return mpiar__error(MPIAR_ERR_INTERRUPTED,
+                        "mpiar_kv_create: the wait for every worker was interrupted by the "
+                        "calling thread's interrupt check (mpiar_set_interrupt)");
+  default:
     *out = MPI_COMM_NULL;
     return mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_create: MPI_Comm_idup failed");
-  }
-  double deadline = ms > 0 ? MPI_Wtime() + (double)ms * 1e-3 : 0;
-  unsigned idle = 0;
-  for (;;) {
-    int flag = 0;
-    if (MPI_Test(&q, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-      *out = MPI_COMM_NULL;
-      return mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_create: MPI_Comm_idup failed");
-    }
-    if (flag) {
-      return MPIAR_SUCCESS;
-    }
-    if (deadline > 0 && MPI_Wtime() > deadline) {
-      /* MPI forbids freeing the request of a nonblocking collective: it is left to MPI. */
-      *out = MPI_COMM_NULL;
-      return mpiar__error(MPIAR_ERR_TIMEOUT,
-                          "mpiar_kv_create: timed out after %ld ms waiting for every worker", ms);
-    }
-    if (mpiar__interrupted()) {
-      *out = MPI_COMM_NULL;
-      return mpiar__error(MPIAR_ERR_INTERRUPTED,
-                          "mpiar_kv_create: the wait for every worker was interrupted by the "
-                          "calling thread's interrupt check (mpiar_set_interrupt)");
-    }
-    if (++idle > 64) {
-      sched_yield();
-    }
   }
 }
 
@@ -261,8 +249,9 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   }
   int reproducible = o.reproducible >= 0 ? o.reproducible : (settings ? settings->reproducible : 0);
   if (o.reproducible < -1 || o.reproducible > 1) {
-    local = mpiar__error(MPIAR_ERR_INVALID_ARG,
-                         "mpiar_kv_create: reproducible must be -1, 0 or 1, not %d", o.reproducible);
+    local =
+        mpiar__error(MPIAR_ERR_INVALID_ARG,
+                     "mpiar_kv_create: reproducible must be -1, 0 or 1, not %d", o.reproducible);
   }
   kv->ar.reproducible = reproducible;
   kv->ar_float = kv->ar;
@@ -270,6 +259,14 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
    * choice keeps fused and per-key results equal there. In reproducible mode every algorithm
    * reduces in the canonical order, which does not depend on the position either. */
   if (o.algorithm == NULL && kv->size > 2 && !reproducible) {
+    /* The registry says which entries combine an element in an order that moves with its
+     * position (MPIAR__ALG_ORDER_BY_POSITION, proven by ctest -R sim_registry). */
+    const mpiar__algorithm_t *a = mpiar__algorithm_find("rabenseifner");
+    if (a == NULL || (a->flags & MPIAR__ALG_ORDER_BY_POSITION)) {
+      local = mpiar__error(MPIAR_ERR_INTERNAL,
+                           "mpiar_kv_create: rabenseifner's reduction order depends on the "
+                           "position; fused and per-key results could differ");
+    }
     kv->ar_float.algorithm = "rabenseifner";
   }
   /* The algorithm option names an allreduce; broadcasts keep mpiar's own choice. */
@@ -305,8 +302,7 @@ int mpiar_kv_destroy(mpiar_kv_t *kv) {
   }
   /* Asynchronous pushpulls still in progress are completed first (collective). */
   int rc = mpiar__kv_async_finish(kv);
-  if (kv->comm != MPI_COMM_NULL && MPI_Comm_free(&kv->comm) != MPI_SUCCESS &&
-      rc == MPIAR_SUCCESS) {
+  if (kv->comm != MPI_COMM_NULL && MPI_Comm_free(&kv->comm) != MPI_SUCCESS && rc == MPIAR_SUCCESS) {
     rc = mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_destroy: MPI_Comm_free failed");
   }
   kv_free(kv);
@@ -371,7 +367,7 @@ static int check_key(mpiar_kv_key_t key, const char *call) {
 
 /* Find a registered key or fail with MPIAR_ERR_KEY_UNKNOWN naming it and this worker. */
 int mpiar__kv_find_key(const mpiar_kv_t *kv, mpiar_kv_key_t key, const char *call,
-                    mpiar__kv_entry_t **e) {
+                       mpiar__kv_entry_t **e) {
   int rc = check_key(key, call);
   if (rc != 0) {
     return rc;
@@ -471,7 +467,7 @@ int mpiar_kv_lookup(const mpiar_kv_t *kv, mpiar_kv_key_t key, mpiar_dtype_t *dty
 
 /* Local checks of one tensor of a pushpull or step. */
 int mpiar__kv_check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, const void *in,
-                        const void *out, mpiar_op_t op, const char *what) {
+                           const void *out, mpiar_op_t op, const char *what) {
   if (e->count > 0 && out == NULL) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: output buffer is NULL", what);
   }
@@ -488,9 +484,7 @@ int mpiar__kv_check_tensor(const mpiar_kv_t *kv, const mpiar__kv_entry_t *e, con
 
 /* Options of a data reduction of @p dtype (see ar_float in mpiar_kv_create). */
 const mpiar_options_t *mpiar__kv_data_options(const mpiar_kv_t *kv, mpiar_dtype_t dtype) {
-  int floating = dtype == MPIAR_FLOAT16 || dtype == MPIAR_BFLOAT16 || dtype == MPIAR_FLOAT32 ||
-                 dtype == MPIAR_FLOAT64;
-  return floating ? &kv->ar_float : &kv->ar;
+  return mpiar__dtype_is_float(dtype) ? &kv->ar_float : &kv->ar;
 }
 
 size_t mpiar__kv_chunk_bytes = (size_t)4 << 20;
