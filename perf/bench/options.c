@@ -15,7 +15,8 @@
 #include "common/tool.h"
 
 int bench_mpi_has_dtype(mpiar_dtype_t dtype) {
-  return dtype != MPIAR_FLOAT16 && dtype != MPIAR_BFLOAT16 && (unsigned)dtype < MPIAR__DTYPE_COUNT;
+  return mpiar__dtype_class(dtype) == MPIAR__DTYPE_INTEGER ||
+         mpiar__dtype_class(dtype) == MPIAR__DTYPE_FLOAT;
 }
 
 const char *bench_format_size(size_t bytes, char *buf, size_t len) {
@@ -80,8 +81,8 @@ static void column_name(char *buf, size_t len, const char *base, size_t seg, int
  * each of mpiar's optionally with BENCH_REPRO_SUFFIX, with *segment and *repro set; 0 (with a
  * reason in err) otherwise. *base is the registry's name, `auto` or `mpi`.
  */
-static int known_algorithm(char *name, const char **base, size_t *segment, int *repro,
-                           char *err, size_t errlen) {
+static int known_algorithm(char *name, const char **base, size_t *segment, int *repro, char *err,
+                           size_t errlen) {
   *segment = 0;
   *base = name;
   *repro = 0;

@@ -70,7 +70,21 @@ enum {
    * other under a symmetry, but messages from several nodes meet at one node port in a step and
    * queue there in an order the representatives cannot mirror. The simulator runs every rank.
    */
-  MPIAR__ALG_NO_QUOTIENT = 1u << 3
+  MPIAR__ALG_NO_QUOTIENT = 1u << 3,
+  /* Reduces every element in the canonical order (mpiar_reduce_canonical): reproducible mode
+   * runs it as it is. */
+  MPIAR__ALG_CANONICAL = 1u << 4,
+  /* On two ranks it reduces each element once, as x0 op x1 (the canonical order there):
+   * reproducible mode runs it as it is on one or two ranks. */
+  MPIAR__ALG_PAIR_EXACT = 1u << 5,
+  /*
+   * The order in which an element's contributions are combined depends on the element's position
+   * in the vector (the ring starts block b's sum at rank b + 1): a vector reduced whole and the
+   * same elements reduced as a sub-vector (fusion) may differ in the last bits of floating data.
+   * Without it, every element of every vector is combined along the same tree of ranks.
+   * ctest -R sim_registry proves the flag both ways on every entry.
+   */
+  MPIAR__ALG_ORDER_BY_POSITION = 1u << 6
 };
 
 /*
@@ -95,6 +109,13 @@ typedef struct mpiar__algorithm {
   mpiar__alg_param_t param; /* the parameter the name may carry (zero: none) */
   int value;                /* this entry's value of the parameter (0: none) */
   const char *base;         /* instances: the registry name they parameterise (NULL otherwise) */
+  /* This entry's number, unique among allreduce entries (registry, instances, variants) and the
+   * same in every process of a build: the argument check's algorithm field
+   * (mpiar__algorithm_number(), mpiar__algorithm_at()). Broadcast entries: their position. */
+  unsigned index;
+  /* Reproducible mode's replacement for floating data (an entry flagged MPIAR__ALG_CANONICAL,
+   * found with mpiar__algorithm_find_any()); NULL for a canonical entry. */
+  const char *repro;
 } mpiar__algorithm_t;
 
 /*
@@ -273,8 +294,8 @@ double mpiar__cost_repro_halving(int nranks, size_t bytes, size_t elem_size, siz
  * itself where it already yields the canonical order (integer types, where every order gives the
  * same bits; p <= 2 for the flat algorithms, which all compute x0 op x1; recursive_doubling and
  * the repro_* builders for every p), else its reproducible replacement (ring, direct ->
- * repro_direct, keeping the segment size; rabenseifner, rabenseifner_fold -> repro_rabenseifner; any other
- * algorithm, e.g. a hierarchical one: repro_direct when it is segmented, else
+ * repro_direct, keeping the segment size; rabenseifner, rabenseifner_fold -> repro_rabenseifner;
+ * any other algorithm, e.g. a hierarchical one: repro_direct when it is segmented, else
  * repro_rabenseifner). Never NULL for a non-NULL @p alg.
  */
 const mpiar__algorithm_t *mpiar__algorithm_reproducible(const mpiar__algorithm_t *alg, int nranks,

@@ -18,21 +18,28 @@
                                  const mpiar__cost_params_t *c, const mpiar__topology_t *t) { \
     return mpiar__cost_##alg##_k(k, p, b, es, sb, c, t);                                      \
   }
-#define K_BIND_ALL(alg)                                                                  \
-  K_BIND(alg, 2)                                                                         \
+#define K_BIND_ALL(alg) \
+  K_BIND(alg, 2)        \
   K_BIND(alg, 3) K_BIND(alg, 4) K_BIND(alg, 5) K_BIND(alg, 6) K_BIND(alg, 7) K_BIND(alg, 8)
 K_BIND_ALL(recursive_multiplying)
 K_BIND_ALL(radix_rabenseifner)
 K_BIND_ALL(knomial_tree)
 K_BIND_ALL(kary_tree)
 
-#define RM_PARAM {"k", 2, 8, 4}
-#define RADIX_RAB_PARAM {"k", 2, 8, 4}
-#define KNOMIAL_PARAM {"k", 2, 8, 4}
-#define KARY_PARAM {"k", 2, 8, 2}
+#define RM_PARAM \
+  { "k", 2, 8, 4 }
+#define RADIX_RAB_PARAM \
+  { "k", 2, 8, 4 }
+#define KNOMIAL_PARAM \
+  { "k", 2, 8, 4 }
+#define KARY_PARAM \
+  { "k", 2, 8, 2 }
 /* An entry for k = V of a parameterised algorithm. */
-#define K_ENTRY(alg, k, flags, param) \
-  {#alg "/k=" #k, build_##alg##_##k, cost_##alg##_##k, flags, NULL, param, k, #alg}
+#define K_ENTRY(alg, k, flags, param, repro_name)                                    \
+  {                                                                                  \
+#alg "/k=" #k, build_##alg##_##k, cost_##alg##_##k, flags, NULL, param, k, #alg, \
+        .index = __COUNTER__, .repro = repro_name                                    \
+  }
 
 /*
  * Entries without a parameter end at their summary: the parameter fields (param, value, base)
@@ -41,108 +48,137 @@ K_BIND_ALL(kary_tree)
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 const mpiar__algorithm_t mpiar__algorithms[] = {
-    {"ring", mpiar__build_ring, mpiar__cost_ring, MPIAR__ALG_SEGMENTED,
-     "reduce-scatter ring + allgather ring; bandwidth-optimal, 2(p-1) messages; large messages"},
-    {"rabenseifner", mpiar__build_rabenseifner, mpiar__cost_rabenseifner, 0,
-     "recursive-halving reduce-scatter + recursive-doubling allgather; medium and large"},
-    {"recursive_doubling", mpiar__build_recursive_doubling, mpiar__cost_recursive_doubling, 0,
-     "full-vector exchange in log2(p) steps; small messages"},
+    {"ring", mpiar__build_ring, mpiar__cost_ring,
+     MPIAR__ALG_SEGMENTED | MPIAR__ALG_PAIR_EXACT | MPIAR__ALG_ORDER_BY_POSITION,
+     "reduce-scatter ring + allgather ring; bandwidth-optimal, 2(p-1) messages; large messages",
+     .index = __COUNTER__, .repro = "repro_direct"},
+    {"rabenseifner", mpiar__build_rabenseifner, mpiar__cost_rabenseifner, MPIAR__ALG_PAIR_EXACT,
+     "recursive-halving reduce-scatter + recursive-doubling allgather; medium and large",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"recursive_doubling", mpiar__build_recursive_doubling, mpiar__cost_recursive_doubling,
+     MPIAR__ALG_CANONICAL | MPIAR__ALG_PAIR_EXACT,
+     "full-vector exchange in log2(p) steps; small messages", .index = __COUNTER__, .repro = NULL},
     {"hier_ring", mpiar__build_hier_ring, mpiar__cost_hier_ring,
-     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED,
+     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED | MPIAR__ALG_ORDER_BY_POSITION,
      "reduce-scatter in each node, a ring between nodes per local rank, allgather in each node; "
-     "large messages on several nodes"},
+     "large messages on several nodes",
+     .index = __COUNTER__, .repro = "repro_direct"},
     {"hier_rabenseifner", mpiar__build_hier_rabenseifner, mpiar__cost_hier_rabenseifner,
-     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED,
+     MPIAR__ALG_HIERARCHICAL | MPIAR__ALG_SEGMENTED | MPIAR__ALG_ORDER_BY_POSITION,
      "reduce-scatter in each node, halving/doubling between nodes per local rank, allgather in "
-     "each node; medium and large messages on several nodes"},
+     "each node; medium and large messages on several nodes",
+     .index = __COUNTER__, .repro = "repro_direct"},
     {"hier_recursive_doubling", mpiar__build_hier_recursive_doubling,
      mpiar__cost_hier_recursive_doubling, MPIAR__ALG_HIERARCHICAL,
      "reduce to a leader per node, recursive doubling among leaders, broadcast in each node; "
-     "small messages on several nodes"},
-    {"swing", mpiar__build_swing, mpiar__cost_swing, MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
+     "small messages on several nodes",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"swing", mpiar__build_swing, mpiar__cost_swing,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT | MPIAR__ALG_ORDER_BY_POSITION,
      "Swing reduce-scatter + allgather (peers r +- rho(s), short hops on a torus); "
-     "bandwidth-optimal; named only"},
+     "bandwidth-optimal; named only",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
     {"swing_latency", mpiar__build_swing_latency, mpiar__cost_swing_latency,
      MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
      "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
-     "named only"},
+     "named only",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
     {"recursive_multiplying", build_recursive_multiplying_4, cost_recursive_multiplying_4,
      MPIAR__ALG_MANUAL,
      "full-vector exchange with k-1 partners in ceil(log_k p) rounds (k = 2..8, default 4); small "
      "messages",
-     RM_PARAM, 4, NULL},
+     RM_PARAM, 4, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
     {"radix_rabenseifner", build_radix_rabenseifner_4, cost_radix_rabenseifner_4, MPIAR__ALG_MANUAL,
      "radix-k reduce-scatter + radix-k allgather, k-1 partners per round (k = 2..8, default 4); "
      "medium and large",
-     RADIX_RAB_PARAM, 4, NULL},
+     RADIX_RAB_PARAM, 4, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
     {"knomial_tree", build_knomial_tree_4, cost_knomial_tree_4,
      MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
      "pipelined reduce to rank 0 then broadcast over a k-nomial tree (k = 2..8, default 4)",
-     KNOMIAL_PARAM, 4, NULL},
+     KNOMIAL_PARAM, 4, NULL, .index = __COUNTER__, .repro = "repro_direct"},
     {"kary_tree", build_kary_tree_2, cost_kary_tree_2, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
      "pipelined reduce to rank 0 then broadcast over a k-ary tree (k = 2..8, default 2)",
-     KARY_PARAM, 2, NULL},
+     KARY_PARAM, 2, NULL, .index = __COUNTER__, .repro = "repro_direct"},
     {"double_binary_tree", mpiar__build_double_binary_tree, mpiar__cost_double_binary_tree,
-     MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL,
+     MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL | MPIAR__ALG_PAIR_EXACT |
+         MPIAR__ALG_ORDER_BY_POSITION,
      "two complementary binary trees, each reducing and broadcasting half, pipelined in segments; "
-     "full bandwidth with log2(p) depth"},
-    {"direct", mpiar__build_direct, mpiar__cost_direct, MPIAR__ALG_MANUAL,
+     "full bandwidth with log2(p) depth",
+     .index = __COUNTER__, .repro = "repro_direct"},
+    {"direct", mpiar__build_direct, mpiar__cost_direct,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_PAIR_EXACT | MPIAR__ALG_ORDER_BY_POSITION,
      "every block straight to its owner, reduced there, straight back; p-1 messages out and in "
-     "per phase; small p"},
-    {"torus_2d", mpiar__build_torus_2d, mpiar__cost_torus_2d, MPIAR__ALG_MANUAL,
+     "per phase; small p",
+     .index = __COUNTER__, .repro = "repro_direct"},
+    {"torus_2d", mpiar__build_torus_2d, mpiar__cost_torus_2d,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_PAIR_EXACT | MPIAR__ALG_ORDER_BY_POSITION,
      "ring reduce-scatter along the rows of the most square grid, ring allreduce along its "
-     "columns, ring allgather along the rows; 2(R+C-2) messages"},
+     "columns, ring allgather along the rows; 2(R+C-2) messages",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 
 /* The other values of the parameterised entries' k (the registry entry is the default). */
 const mpiar__algorithm_t mpiar__algorithm_instances[] = {
-    K_ENTRY(recursive_multiplying, 2, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(recursive_multiplying, 3, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(recursive_multiplying, 5, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(recursive_multiplying, 6, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(recursive_multiplying, 7, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(recursive_multiplying, 8, MPIAR__ALG_MANUAL, RM_PARAM),
-    K_ENTRY(radix_rabenseifner, 2, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(radix_rabenseifner, 3, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(radix_rabenseifner, 5, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(radix_rabenseifner, 6, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(radix_rabenseifner, 7, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(radix_rabenseifner, 8, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM),
-    K_ENTRY(knomial_tree, 2, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(knomial_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(knomial_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(knomial_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(knomial_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(knomial_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM),
-    K_ENTRY(kary_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
-    K_ENTRY(kary_tree, 4, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
-    K_ENTRY(kary_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
-    K_ENTRY(kary_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
-    K_ENTRY(kary_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
-    K_ENTRY(kary_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM),
+    K_ENTRY(recursive_multiplying, 2, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(recursive_multiplying, 3, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(recursive_multiplying, 5, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(recursive_multiplying, 6, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(recursive_multiplying, 7, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(recursive_multiplying, 8, MPIAR__ALG_MANUAL, RM_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 2, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 3, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 5, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 6, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 7, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(radix_rabenseifner, 8, MPIAR__ALG_MANUAL, RADIX_RAB_PARAM, "repro_rabenseifner"),
+    K_ENTRY(knomial_tree, 2, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(knomial_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(knomial_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(knomial_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(knomial_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(knomial_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KNOMIAL_PARAM,
+            "repro_direct"),
+    K_ENTRY(kary_tree, 3, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+    K_ENTRY(kary_tree, 4, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+    K_ENTRY(kary_tree, 5, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+    K_ENTRY(kary_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+    K_ENTRY(kary_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+    K_ENTRY(kary_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
 };
 const int mpiar__algorithm_instance_count =
     (int)(sizeof mpiar__algorithm_instances / sizeof mpiar__algorithm_instances[0]);
 
 const mpiar__algorithm_t mpiar__algorithm_variants[] = {
-    {"rabenseifner_fold", mpiar__build_rabenseifner_fold, mpiar__cost_rabenseifner_fold, 0,
-     "Rabenseifner with the whole-vector fold for non-power-of-two p (research variant)"},
-    {"repro_direct", mpiar__build_repro_direct, mpiar__cost_repro_direct, MPIAR__ALG_SEGMENTED,
-     "direct reduce-scatter in the canonical order + ring allgather (reproducible mode: ring)"},
-    {"repro_rabenseifner", mpiar__build_repro_rabenseifner, mpiar__cost_rabenseifner, 0,
-     "Rabenseifner halving at distance 1 first (reproducible mode: rabenseifner)"},
-    {"repro_halving", mpiar__build_repro_halving, mpiar__cost_repro_halving, 0,
-     "canonical tree as a weighted recursive halving + Bruck allgather (research variant)"},
+    {"rabenseifner_fold", mpiar__build_rabenseifner_fold, mpiar__cost_rabenseifner_fold,
+     MPIAR__ALG_PAIR_EXACT,
+     "Rabenseifner with the whole-vector fold for non-power-of-two p (research variant)",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"repro_direct", mpiar__build_repro_direct, mpiar__cost_repro_direct,
+     MPIAR__ALG_SEGMENTED | MPIAR__ALG_CANONICAL,
+     "direct reduce-scatter in the canonical order + ring allgather (reproducible mode: ring)",
+     .index = __COUNTER__, .repro = NULL},
+    {"repro_rabenseifner", mpiar__build_repro_rabenseifner, mpiar__cost_rabenseifner,
+     MPIAR__ALG_CANONICAL,
+     "Rabenseifner halving at distance 1 first (reproducible mode: rabenseifner)",
+     .index = __COUNTER__, .repro = NULL},
+    {"repro_halving", mpiar__build_repro_halving, mpiar__cost_repro_halving, MPIAR__ALG_CANONICAL,
+     "canonical tree as a weighted recursive halving + Bruck allgather (research variant)",
+     .index = __COUNTER__, .repro = NULL},
 };
 const int mpiar__algorithm_variant_count =
     (int)(sizeof mpiar__algorithm_variants / sizeof mpiar__algorithm_variants[0]);
 
 const mpiar__algorithm_t mpiar__bcast_algorithms[] = {
     {"binomial", mpiar__build_bcast_binomial, mpiar__cost_bcast_binomial, 0,
-     "binomial tree from the root; small messages"},
+     "binomial tree from the root; small messages", .index = 0},
     {"scatter_allgather", mpiar__build_bcast_scatter_allgather, mpiar__cost_bcast_scatter_allgather,
-     0, "binomial scatter of blocks + ring allgather; large messages"},
+     0, "binomial scatter of blocks + ring allgather; large messages", .index = 1},
 };
 const int mpiar__bcast_algorithm_count =
     (int)(sizeof mpiar__bcast_algorithms / sizeof mpiar__bcast_algorithms[0]);
@@ -219,8 +255,7 @@ void mpiar__algorithm_explain(const char *name, char *buf, size_t len) {
   int value = 0;
   if (split_param(name, &a, &value)) {
     snprintf(buf, len, "algorithm '%s': %s=%s is not an integer in %d..%d for %s (default %d)",
-             name,
-             a->param.name, strchr(name, '=') + 1, a->param.min, a->param.max, a->name,
+             name, a->param.name, strchr(name, '=') + 1, a->param.min, a->param.max, a->name,
              a->param.def);
     return;
   }
@@ -238,32 +273,22 @@ void mpiar__algorithm_explain(const char *name, char *buf, size_t len) {
 }
 
 unsigned mpiar__algorithm_number(const mpiar__algorithm_t *alg) {
-  const unsigned nr = (unsigned)mpiar__algorithm_count;
-  const unsigned nv = (unsigned)mpiar__algorithm_variant_count;
-  if (alg >= mpiar__algorithms && alg < mpiar__algorithms + nr) {
-    return (unsigned)(alg - mpiar__algorithms);
-  }
-  if (alg >= mpiar__algorithm_variants && alg < mpiar__algorithm_variants + nv) {
-    return nr + (unsigned)(alg - mpiar__algorithm_variants);
-  }
-  if (alg >= mpiar__algorithm_instances &&
-      alg < mpiar__algorithm_instances + mpiar__algorithm_instance_count) {
-    return nr + nv + (unsigned)(alg - mpiar__algorithm_instances);
-  }
-  return 1000;
+  return alg->index;
 }
 
 const mpiar__algorithm_t *mpiar__algorithm_at(unsigned number) {
-  const unsigned nr = (unsigned)mpiar__algorithm_count;
-  const unsigned nv = (unsigned)mpiar__algorithm_variant_count;
-  if (number < nr) {
-    return &mpiar__algorithms[number];
-  }
-  if (number < nr + nv) {
-    return &mpiar__algorithm_variants[number - nr];
-  }
-  if (number < nr + nv + (unsigned)mpiar__algorithm_instance_count) {
-    return &mpiar__algorithm_instances[number - nr - nv];
+  const struct {
+    const mpiar__algorithm_t *list;
+    int n;
+  } lists[3] = {{mpiar__algorithms, mpiar__algorithm_count},
+                {mpiar__algorithm_instances, mpiar__algorithm_instance_count},
+                {mpiar__algorithm_variants, mpiar__algorithm_variant_count}};
+  for (int l = 0; l < 3; l++) {
+    for (int i = 0; i < lists[l].n; i++) {
+      if (lists[l].list[i].index == number) {
+        return &lists[l].list[i];
+      }
+    }
   }
   return NULL;
 }

@@ -59,4 +59,19 @@ void mpiar__error_clear(void);
  */
 int mpiar__check_reduction(const char *fn, mpiar_dtype_t dtype, mpiar_op_t op, size_t count);
 
+/* The class of a datatype, from the datatype table. */
+typedef enum mpiar__dtype_class {
+  MPIAR__DTYPE_INVALID = 0, /* not a datatype */
+  MPIAR__DTYPE_INTEGER,     /* every operation is exact: any order gives the same bits */
+  MPIAR__DTYPE_FLOAT,       /* float32, float64 */
+  MPIAR__DTYPE_FLOAT16      /* the 16-bit floats (float16, bfloat16): no native arithmetic */
+} mpiar__dtype_class_t;
+int mpiar__dtype_class(mpiar_dtype_t dtype);
+
+/* A floating-point type (of either class): its reductions depend on the order. */
+static inline int mpiar__dtype_is_float(mpiar_dtype_t dtype) {
+  int c = mpiar__dtype_class(dtype);
+  return c == MPIAR__DTYPE_FLOAT || c == MPIAR__DTYPE_FLOAT16;
+}
+
 #endif /* MPIAR_COMMON_H */

@@ -14,20 +14,21 @@ static const struct {
   const char *short_name;
   size_t size;
   unsigned ops;     /* the operations defined on the type */
+  int cls;          /* mpiar__dtype_class_t */
   size_t max_count; /* the largest count: its byte length, twice over, fits a size_t */
 } dtypes[MPIAR__DTYPE_COUNT] = {
-#define DTYPE(id, name, short_name, size, ops) \
-  [id] = {name, short_name, size, ops, SIZE_MAX / (size) / 2}
-    DTYPE(MPIAR_INT8, "int8", "i8", 1, OPS_INTEGER),
-    DTYPE(MPIAR_UINT8, "uint8", "u8", 1, OPS_INTEGER),
-    DTYPE(MPIAR_INT32, "int32", "i32", 4, OPS_INTEGER),
-    DTYPE(MPIAR_UINT32, "uint32", "u32", 4, OPS_INTEGER),
-    DTYPE(MPIAR_INT64, "int64", "i64", 8, OPS_INTEGER),
-    DTYPE(MPIAR_UINT64, "uint64", "u64", 8, OPS_INTEGER),
-    DTYPE(MPIAR_FLOAT16, "float16", "f16", 2, OPS_FLOATING),
-    DTYPE(MPIAR_BFLOAT16, "bfloat16", "bf16", 2, OPS_FLOATING),
-    DTYPE(MPIAR_FLOAT32, "float32", "f32", 4, OPS_FLOATING),
-    DTYPE(MPIAR_FLOAT64, "float64", "f64", 8, OPS_FLOATING),
+#define DTYPE(id, name, short_name, size, ops, cls) \
+  [id] = {name, short_name, size, ops, cls, SIZE_MAX / (size) / 2}
+    DTYPE(MPIAR_INT8, "int8", "i8", 1, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_UINT8, "uint8", "u8", 1, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_INT32, "int32", "i32", 4, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_UINT32, "uint32", "u32", 4, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_INT64, "int64", "i64", 8, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_UINT64, "uint64", "u64", 8, OPS_INTEGER, MPIAR__DTYPE_INTEGER),
+    DTYPE(MPIAR_FLOAT16, "float16", "f16", 2, OPS_FLOATING, MPIAR__DTYPE_FLOAT16),
+    DTYPE(MPIAR_BFLOAT16, "bfloat16", "bf16", 2, OPS_FLOATING, MPIAR__DTYPE_FLOAT16),
+    DTYPE(MPIAR_FLOAT32, "float32", "f32", 4, OPS_FLOATING, MPIAR__DTYPE_FLOAT),
+    DTYPE(MPIAR_FLOAT64, "float64", "f64", 8, OPS_FLOATING, MPIAR__DTYPE_FLOAT),
 #undef DTYPE
 };
 
@@ -38,6 +39,10 @@ static const char *const op_names[MPIAR__OP_COUNT] = {
 
 size_t mpiar_dtype_size(mpiar_dtype_t dtype) {
   return ((unsigned)dtype < MPIAR__DTYPE_COUNT) ? dtypes[dtype].size : 0;
+}
+
+int mpiar__dtype_class(mpiar_dtype_t dtype) {
+  return ((unsigned)dtype < MPIAR__DTYPE_COUNT) ? dtypes[dtype].cls : MPIAR__DTYPE_INVALID;
 }
 
 const char *mpiar_dtype_name(mpiar_dtype_t dtype) {

@@ -72,6 +72,9 @@ typedef struct mpiar__sim_config {
    */
   const void *const *inputs;
   const void *expect;
+  /* Optional, allreduce with data only: count elements that receive the result (every rank
+   * holds the same bits) when the run passes its checks. */
+  void *result;
   /*
    * Node structure (NULL: one level). Owned by the caller; nranks must equal topology->nranks.
    * The schedules are built with it (s->topo), so hierarchical builders use it.
@@ -103,7 +106,7 @@ typedef struct mpiar__sim_config {
 #define MPIAR__SIM_CONFIG_INIT                                                        \
   {                                                                                   \
     NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
-        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, 0, 0, NULL, NULL         \
+        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL   \
   }
 
 typedef struct mpiar__sim_result {

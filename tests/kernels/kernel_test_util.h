@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define CHECK(cond) CHECK_COND(cond)
+#include "base/common.h"
 #include "../common/test_check.h"
 #include "../common/test_random.h"
 #include "reduce_kernels/kernels.h"
@@ -37,7 +38,7 @@ static inline uint64_t rng_next(void) {
 }
 
 static inline int is_float_dtype(mpiar_dtype_t dt) {
-  return dt == MPIAR_FLOAT16 || dt == MPIAR_BFLOAT16 || dt == MPIAR_FLOAT32 || dt == MPIAR_FLOAT64;
+  return mpiar__dtype_is_float(dt);
 }
 
 /* Special bit patterns per floating type: zeros, infinities, NaNs with payloads (quiet and

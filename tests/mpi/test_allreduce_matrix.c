@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "base/common.h"
 #include "mpi_test.h"
 #include "reduce_kernels/kernels.h"
 
@@ -17,7 +18,7 @@ static int rank, nranks;
 static size_t case_segment; /* segment_bytes of the cases run (0: the selector's) */
 
 static int is_float(mpiar_dtype_t t) {
-  return t == MPIAR_FLOAT16 || t == MPIAR_BFLOAT16 || t == MPIAR_FLOAT32 || t == MPIAR_FLOAT64;
+  return mpiar__dtype_is_float(t);
 }
 static int is_signed(mpiar_dtype_t t) {
   return t == MPIAR_INT8 || t == MPIAR_INT32 || t == MPIAR_INT64;

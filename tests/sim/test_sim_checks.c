@@ -96,7 +96,7 @@ static int b_partial(mpiar__schedule_t *s) {
 
 static void expect_error(const char *name, mpiar__builder_fn fn, int p, mpiar_dtype_t dt, int nan,
                          const char *needle) {
-  mpiar__algorithm_t alg = {name, fn, NULL, 0, "broken on purpose", {0}, 0, NULL};
+  mpiar__algorithm_t alg = {name, fn, NULL, 0, "broken on purpose", {0}, 0, NULL, 0, NULL};
   mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
   cfg.algorithm = &alg;
   cfg.nranks = p;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/common.h"
 #include "algorithms/util.h"
 #include "sim/sim.h"
 #include "sim_test.h"
@@ -32,7 +33,7 @@ static int runs, quick;
 enum { DATA_WIDE = 0, DATA_SPECIAL = 1 };
 
 static int is_float(mpiar_dtype_t d) {
-  return d == MPIAR_FLOAT16 || d == MPIAR_BFLOAT16 || d == MPIAR_FLOAT32 || d == MPIAR_FLOAT64;
+  return mpiar__dtype_is_float(d);
 }
 
 /* Bit layout of a floating type: exponent bits, mantissa bits. */
@@ -361,10 +362,12 @@ static void mapped(void) {
              mpiar__algorithm_reproducible(NULL, 7, MPIAR_FLOAT16) == NULL,
          "replacement table");
   /* An algorithm the table does not know (e.g. a hierarchical one): by its flags. */
-  const mpiar__algorithm_t seg_alg = {"x", mpiar__build_bcast_binomial, NULL, MPIAR__ALG_SEGMENTED,
-                                      "",  {0},
-                                      0,   NULL};
-  const mpiar__algorithm_t plain_alg = {"y", mpiar__build_bcast_binomial, NULL, 0, "", {0}, 0, NULL};
+  const mpiar__algorithm_t seg_alg = {.name = "x",
+                                      .build = mpiar__build_bcast_binomial,
+                                      .flags = MPIAR__ALG_SEGMENTED,
+                                      .summary = ""};
+  const mpiar__algorithm_t plain_alg = {
+      .name = "y", .build = mpiar__build_bcast_binomial, .summary = ""};
   EXPECT(mpiar__algorithm_reproducible(&seg_alg, 2, MPIAR_FLOAT32) == direct &&
              mpiar__algorithm_reproducible(&plain_alg, 8, MPIAR_FLOAT32) == rrab,
          "unknown algorithms");
