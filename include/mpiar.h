@@ -71,7 +71,7 @@ typedef struct mpiar_options {
   int timeout_ms;
   /** Agree on the arguments before the collective: 1 on, 0 off, -1 = MPIAR_CHECK (default). */
   int check;
-  /** Reproducible results (see README): 1 on, 0 off, -1 = MPIAR_REPRODUCIBLE (default). */
+  /** Reproducible results (docs/reproducible.md): 1 on, 0 off, -1 = MPIAR_REPRODUCIBLE. */
   int reproducible;
 } mpiar_options_t;
 

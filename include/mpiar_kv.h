@@ -119,7 +119,7 @@ typedef struct mpiar_kv_options {
    */
   int verify;
   /**
-   * Reproducible reductions (see the README): 1 on, 0 off, -1 (default) = MPIAR_REPRODUCIBLE.
+   * Reproducible reductions (docs/kvstore.md): 1 on, 0 off, -1 (default) = MPIAR_REPRODUCIBLE.
    * On, every element is the canonical combination of the workers' values whatever the
    * algorithm, fusion, piece size or path (pushpull, batch, async), so the store no longer needs
    * to force Rabenseifner for fused and per-key results to agree.
@@ -344,7 +344,7 @@ int mpiar_kv_step_batch(mpiar_kv_t *kv, size_t n, const mpiar_kv_key_t *keys, vo
  * Save every key (name, dtype, count, value, and SGD momentum state where there is one) to
  * @p path (collective; worker 0 writes). The file is written under a temporary name in the
  * same directory, flushed to disk, renamed to @p path and the directory flushed, so @p path
- * never names a half-written file. The format (see README) has a magic, a version, each key's
+ * never names a half-written file. The format (docs/kvstore.md) has a magic, a version, each key's
  * name, dtype and count, a CRC32C of each key's data and a CRC32C over the whole file.
  * @return MPIAR_SUCCESS; MPIAR_ERR_IO (with the system's reason); MPIAR_ERR_NULL_BUFFER (NULL
  *         path); MPIAR_ERR_MISMATCH (the workers' stores differ); MPIAR_ERR_NOMEM.

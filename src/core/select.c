@@ -24,7 +24,7 @@
  * two ranks of one node with MPICH 4 (ch4:ucx, shared memory) with mpiar-bench: about 1 us per
  * message (the 8-byte exchange), the point-to-point exchange bandwidth of 9.4 GB/s at 1..16 MiB,
  * and 8 MiB of float32 reduced in 0.5 ms inside a ring. With them recursive doubling wins below
- * 2 alpha / gamma = 32 KiB at p = 2, as measured (README, "Performance").
+ * 2 alpha / gamma = 32 KiB at p = 2, as measured (docs/performance.md).
  */
 static const mpiar__cost_params_t builtin_params = {
     .alpha = 1.0e-6,

@@ -1,6 +1,6 @@
 /*
  * Operand order under MPI: every reduction that combines two ranks' data puts the lowest rank's
- * data first (README, Semantics). When every rank's input is a quiet NaN whose payload names the
+ * data first (docs/api.md, Semantics). When every rank's input is a quiet NaN whose payload names the
  * rank, a NaN op NaN returns its first operand's payload (sum, prod and avg on x86, and mpiar's
  * min and max by definition), so the result's payload is that of the leftmost input of each
  * element's reduction tree: rank 0's on every rank, if and only if the order holds in every
