@@ -7,6 +7,8 @@
  *   blocking_loop     mpiar_allreduce of 8 bytes (2 x float32 sum), the same call N times
  *   persistent_loop   mpiar_start + mpiar_wait of a persistent 8-byte allreduce, N times
  *   sizes_loop        mpiar_allreduce over 8 sizes in turn (4 B .. 512 B), N rounds
+ *   nonblocking_loop  mpiar_iallreduce + mpiar_wait of 8 bytes, N times
+ *   options_loop      mpiar_allreduce_ex of 8 bytes with options (reproducible), N times
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -44,6 +46,22 @@ __attribute__((noinline)) void sizes_loop(int n) {
   }
 }
 
+__attribute__((noinline)) void nonblocking_loop(int n) {
+  for (int i = 0; i < n; i++) {
+    mpiar_request_t r = MPIAR_REQUEST_NULL;
+    check(mpiar_iallreduce(in, out, 2, MPIAR_FLOAT32, MPIAR_SUM, MPI_COMM_WORLD, NULL, &r),
+          "iallreduce");
+    check(mpiar_wait(&r), "wait");
+  }
+}
+
+__attribute__((noinline)) void options_loop(const mpiar_options_t *o, int n) {
+  for (int i = 0; i < n; i++) {
+    check(mpiar_allreduce_ex(in, out, 2, MPIAR_FLOAT32, MPIAR_SUM, MPI_COMM_WORLD, o),
+          "allreduce_ex");
+  }
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int n = argc > 1 ? atoi(argv[1]) : 1000;
@@ -71,6 +89,12 @@ int main(int argc, char **argv) {
     check(mpiar_allreduce(in, out, c, MPIAR_FLOAT32, MPIAR_SUM, MPI_COMM_WORLD), "allreduce");
   }
   sizes_loop(n);
+  nonblocking_loop(10);
+  nonblocking_loop(n);
+  mpiar_options_t o = MPIAR_OPTIONS_INIT;
+  o.reproducible = 1;
+  options_loop(&o, 10);
+  options_loop(&o, n);
   MPI_Finalize();
   return 0;
 }

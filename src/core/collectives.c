@@ -302,20 +302,24 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
    * under the same pointer). */
   mpiar__call_entry_t named, *e = &named;
   if (c->opts.algorithm == NULL) {
-    e = call_entry(ctx, call_key_hash(&key));
-    if (e->plan == NULL || !call_key_equal(&e->key, &key)) {
-      if (e == ctx->kept.entry) {
-        /* The kept request's entry changes: the same-call path may not use it any more. */
-        __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
-        ctx->kept.entry = NULL;
+    /* The last call's entry first (a loop of like calls): no hash. */
+    e = ctx->last;
+    if (e == NULL || e->plan == NULL || !call_key_equal(&e->key, &key)) {
+      e = call_entry(ctx, call_key_hash(&key));
+      if (e->plan == NULL || !call_key_equal(&e->key, &key)) {
+        if (e == ctx->kept.entry) {
+          /* The kept request's entry changes: the same-call path may not use it any more. */
+          __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
+          ctx->kept.entry = NULL;
+        }
+        e->plan = NULL;
+        if ((rc = find_plan(c, ctx, set, &key, e)) != MPIAR_SUCCESS) {
+          goto fail;
+        }
+        e->key = key;
       }
-      e->plan = NULL;
-      if ((rc = find_plan(c, ctx, set, &key, e)) != MPIAR_SUCCESS) {
-        goto fail;
-      }
-      e->key = key;
+      ctx->last = e;
     }
-    ctx->last = e;
   } else if ((rc = find_plan(c, ctx, set, &key, e)) != MPIAR_SUCCESS) {
     goto fail;
   }
