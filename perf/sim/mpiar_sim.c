@@ -14,6 +14,7 @@
 #include "algorithms/algorithms.h"
 #include "common/tool.h"
 #include "sim/sim.h"
+#include "schedule_cli.h"
 #include "train_cli.h"
 #include "tuning/tuning.h"
 
@@ -51,6 +52,8 @@ typedef struct opts {
   mpiar__network_t net;
   int have_net, link_report;
   double hop_latency;
+  /* --schedule FILE, --export ALGORITHM [--output FILE] (schedule_cli.h). */
+  const char *schedule_file, *export_alg, *output;
 } opts_t;
 
 #define MAX_NODE_LIST 4096
@@ -969,6 +972,41 @@ static int run_train(opts_t *o, const tool_spec_t *spec) {
   return train_run(t, spec);
 }
 
+/* --schedule FILE or --export ALGORITHM (schedule_cli.c). */
+static int run_schedule(opts_t *o, const tool_spec_t *spec) {
+  if (o->sweep || o->print || o->bcast || o->reproducible || o->algorithm != NULL ||
+      o->nranks_list > 1) {
+    return tool_usage_error(spec, "--schedule and --export take --ranks P, --bytes N and the "
+                                  "topology options: drop --sweep, --print-schedule, --algorithm, "
+                                  "--collective and --reproducible");
+  }
+  schedule_cli_t c = {.schedule = o->schedule_file,
+                      .export_alg = o->export_alg,
+                      .output = o->output,
+                      .nranks = o->nranks_list == 1 ? (int)o->ranks[0] : 0,
+                      .bytes = o->bytes,
+                      .have_bytes = o->have_bytes,
+                      .segment_bytes = o->segment_bytes,
+                      .dtype = o->dtype,
+                      .op = o->op,
+                      .in_place = o->in_place,
+                      .data = o->data,
+                      .cost = o->cost,
+                      .topo = o->have_topo ? &o->topo : NULL};
+  if (o->network_spec != NULL) {
+    char err[200];
+    if (mpiar__network_parse(o->network_spec, &o->net, err, sizeof err) != 0) {
+      return tool_usage_error(spec, "--topology %s", err);
+    }
+    if (o->have_topo) {
+      return tool_usage_error(spec, "--topology replaces --nodes, --ppn, --node-sizes and --map");
+    }
+    o->net.hop_latency = o->hop_latency;
+    c.net = &o->net;
+  }
+  return schedule_cli_run(&c);
+}
+
 int main(int argc, char **argv) {
   opts_t o;
   memset(&o, 0, sizeof o);
@@ -990,6 +1028,23 @@ int main(int argc, char **argv) {
        .dest = &o.algorithm,
        .metavar = "A",
        .help = algs},
+      {.long_name = "schedule",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.schedule_file,
+       .metavar = "FILE",
+       .help = "a schedule file (docs/schedules.md): verify it, simulate it\n"
+               "at --bytes (default 1 MiB) beside every built-in algorithm"},
+      {.long_name = "export",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.export_alg,
+       .metavar = "A",
+       .help = "write algorithm A's schedules for --ranks P (at --bytes,\n"
+               "default 4096 elements per rank) as a schedule file"},
+      {.long_name = "output",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o.output,
+       .metavar = "FILE",
+       .help = "--export: the file to write (default: standard output)"},
       {.long_name = "collective",
        .kind = TOOL_ARG_CUSTOM,
        .dest = &o.bcast,
@@ -1328,6 +1383,11 @@ int main(int argc, char **argv) {
   }
   int tex = build_topology(&o, &spec);
   if (tex >= 0) {
+    return tex;
+  }
+  if (o.schedule_file != NULL || o.export_alg != NULL) {
+    tex = run_schedule(&o, &spec);
+    mpiar__topology_destroy(&o.topo);
     return tex;
   }
   if (o.network_spec != NULL) {

@@ -84,7 +84,10 @@ enum {
    * Without it, every element of every vector is combined along the same tree of ranks.
    * ctest -R sim_registry proves the flag both ways on every entry.
    */
-  MPIAR__ALG_ORDER_BY_POSITION = 1u << 6
+  MPIAR__ALG_ORDER_BY_POSITION = 1u << 6,
+  /* A schedule file's entry, made at run time ("file:PATH", docs/schedules.md): its builder
+   * instantiates the file's steps; it is in no table. */
+  MPIAR__ALG_FILE = 1u << 7
 };
 
 /*
@@ -136,6 +139,15 @@ extern const int mpiar__algorithm_count;
  * registry entry itself when V is its default); anything else after a '/' finds nothing.
  */
 const mpiar__algorithm_t *mpiar__algorithm_find(const char *name);
+
+/*
+ * Schedule files: mpiar__algorithm_find() and mpiar__algorithm_find_any() hand a name
+ * "file:PATH" to this hook (set by src/sim/schedfile_alg.c when it is linked), which returns the
+ * file's entry (NULL: none, e.g. an empty path). The entry of a file that cannot be used is
+ * still returned; its builder and mpiar__schedfile_fit() name the reason.
+ */
+#define MPIAR__ALG_FILE_PREFIX "file:"
+extern const mpiar__algorithm_t *(*mpiar__algorithm_file_hook)(const char *path);
 
 /*
  * Why @p name names no registry algorithm, in one phrase for an error message that the caller

@@ -229,7 +229,14 @@ static int split_param(const char *name, const mpiar__algorithm_t **entry, int *
   return 0;
 }
 
+const mpiar__algorithm_t *(*mpiar__algorithm_file_hook)(const char *path);
+
 const mpiar__algorithm_t *mpiar__algorithm_find(const char *name) {
+  if (strncmp(name, MPIAR__ALG_FILE_PREFIX, sizeof MPIAR__ALG_FILE_PREFIX - 1) == 0) {
+    const mpiar__algorithm_t *(*hook)(const char *) =
+        __atomic_load_n(&mpiar__algorithm_file_hook, __ATOMIC_ACQUIRE);
+    return hook != NULL ? hook(name + sizeof MPIAR__ALG_FILE_PREFIX - 1) : NULL;
+  }
   const mpiar__algorithm_t *a = find_in(mpiar__algorithms, mpiar__algorithm_count, name);
   if (a != NULL) {
     return a;
@@ -253,6 +260,13 @@ const mpiar__algorithm_t *mpiar__algorithm_find(const char *name) {
 void mpiar__algorithm_explain(const char *name, char *buf, size_t len) {
   const mpiar__algorithm_t *a = NULL;
   int value = 0;
+  if (strncmp(name, MPIAR__ALG_FILE_PREFIX, sizeof MPIAR__ALG_FILE_PREFIX - 1) == 0) {
+    snprintf(buf, len, "algorithm '%.300s': %s", name,
+             name[sizeof MPIAR__ALG_FILE_PREFIX - 1] == '\0'
+                 ? "no path after 'file:'"
+                 : "the path is too long, or this program reads no schedule files");
+    return;
+  }
   if (split_param(name, &a, &value)) {
     snprintf(buf, len, "algorithm '%s': %s=%s is not an integer in %d..%d for %s (default %d)",
              name, a->param.name, strchr(name, '=') + 1, a->param.min, a->param.max, a->name,

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/schedfile_plan.h"
 
 size_t mpiar__plans_built;
 int mpiar__plan_cache_max = MPIAR__PLAN_CACHE_MAX;
@@ -39,7 +40,10 @@ void mpiar__plan_free(mpiar__plan_t *plan) {
 
 static int plan_build(mpiar__context_t *ctx, const mpiar__plan_key_t *key, const char *name,
                       mpiar__builder_fn build, mpiar__plan_t **out) {
-  int rc = MPIAR_SUCCESS;
+  int rc = mpiar__schedfile_plan_agree(ctx, key); /* a schedule file: the ranks agree on it */
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
   mpiar__plan_t *plan = calloc(1, sizeof *plan);
   if (plan == NULL) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a plan");
