@@ -241,10 +241,11 @@ static int parse_setting(const setting_t *t, const char *value, mpiar__settings_
     if (strcmp(value, "auto") == 0) {
       break; /* the default: an empty name */
     }
-    if (!name_with_parameter(value)) {
+    if (!name_with_parameter(value) && (strncmp(value, "file:", 5) != 0 || value[5] == '\0')) {
       return malformed(t, value,
                        "a name of lower-case letters, digits and '_', optionally followed by "
-                       "/k=N (N a decimal of at most 3 digits without a leading zero)");
+                       "/k=N (N a decimal of at most 3 digits without a leading zero), or "
+                       "file:PATH (a schedule file)");
     }
     __attribute__((fallthrough)); /* the name is copied like a text */
   case K_TEXT:

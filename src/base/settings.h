@@ -31,7 +31,7 @@ typedef enum mpiar__wait_policy {
 #define MPIAR__THREADS_MAX 4096
 
 typedef struct mpiar__settings {
-  char algorithm[64];   /* MPIAR_ALGORITHM: "" = auto; a name (checked against the registry) */
+  char algorithm[1024]; /* MPIAR_ALGORITHM: "" = auto; a registry name, or file:PATH */
   size_t segment_bytes; /* MPIAR_SEGMENT_BYTES: 0 = the selector's choice, else >= 4 KiB */
   long timeout_ms;      /* MPIAR_TIMEOUT_MS: 0 = no deadline */
   int wait;             /* MPIAR_WAIT: mpiar__wait_policy_t */

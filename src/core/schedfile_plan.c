@@ -29,19 +29,19 @@ int mpiar__schedfile_plan_agree(mpiar__context_t *ctx, const mpiar__plan_key_t *
     return rc;
   }
   if (!ok) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s (rank %d of %d)", why, ctx->eng.rank,
-                        ctx->eng.size);
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: %s (rank %d of %d)", alg->name, why,
+                        ctx->eng.rank, ctx->eng.size);
+  }
+  if (v[2] != 0) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "%s: rank %" PRIu64 " of %d cannot use the file (its error names why)",
+                        alg->name, UINT64_MAX - v[2], ctx->eng.size);
   }
   if (v[0] != ~v[1]) {
     return mpiar__error(MPIAR_ERR_MISMATCH,
                         "%s: the file differs between ranks (content hash %016" PRIx64
                         " here; another rank's is %016" PRIx64 ")",
                         alg->name, hash, v[0] != hash ? v[0] : ~v[1]);
-  }
-  if (v[2] != 0) {
-    return mpiar__error(MPIAR_ERR_INVALID_ARG,
-                        "%s: rank %" PRIu64 " of %d cannot use the file (its error names why)",
-                        alg->name, UINT64_MAX - v[2], ctx->eng.size);
   }
   return MPIAR_SUCCESS;
 }
