@@ -324,6 +324,24 @@ static void measurements(text_t *t, const char *load_start, const char *load_end
       }
       put(t, "]");
     }
+    put(t, "],\n       \"q1_seconds\": [");
+    for (int k = 0; k < s->nsizes; k++) {
+      put(t, "%s\n         [", k ? "," : "");
+      for (int c = 0; c < s->ncand; c++) {
+        put(t, "%s", c ? ", " : "");
+        put_seconds(t, s->q1[k][c]);
+      }
+      put(t, "]");
+    }
+    put(t, "],\n       \"q3_seconds\": [");
+    for (int k = 0; k < s->nsizes; k++) {
+      put(t, "%s\n         [", k ? "," : "");
+      for (int c = 0; c < s->ncand; c++) {
+        put(t, "%s", c ? ", " : "");
+        put_seconds(t, s->q3[k][c]);
+      }
+      put(t, "]");
+    }
     put(t, "]}");
   }
   put(t, "\n    ]\n  }");
@@ -340,6 +358,19 @@ static void load_average(char *buf, size_t len) {
     }
     fclose(f);
   }
+}
+
+/* The built-in model's choice on the tuned communicator (its topology: hierarchical entries
+ * compete where the selector lets them). */
+typedef struct model_ctx {
+  int p;
+  const mpiar__topology_t *topo;
+} model_ctx_t;
+
+static void builtin_choice(void *ctx, size_t bytes, mpiar_dtype_t dtype,
+                           const mpiar__algorithm_t **alg, size_t *segment_bytes) {
+  const model_ctx_t *mc = ctx;
+  mpiar__inspect_model_choice(NULL, bytes, dtype, mc->p, mc->topo, alg, segment_bytes);
 }
 
 /*
@@ -385,8 +416,12 @@ static void model_regrets(FILE *f, const tune_env_t *env, const tune_sweep_t *s,
         fprintf(f, "  %-28s %8s", pick, "n/a");
       }
     }
-    fprintf(f, "  %s %+.1f%%\n", s->cand[s->winner[k]].name,
-            100 * (s->median[k][s->winner[k]] / best - 1.0));
+    const int held = s->decision[k] >= 0 ? s->decision[k] : s->model[k];
+    if (held >= 0) {
+      fprintf(f, "  %s %+.1f%%\n", s->cand[held].name, 100 * (s->median[k][held] / best - 1.0));
+    } else {
+      fprintf(f, "  (model, not measured)\n");
+    }
   }
   for (int m = 0; m < 2; m++) {
     double med = tool_median(reg[m], nreg[m]);
@@ -455,7 +490,7 @@ static int learn_nodes(tune_env_t *env) {
 
 /* The tuning file's contents from the calibration and the tables. */
 static void fill_tuning(mpiar__tuning_t *t, const tune_env_t *env, const tune_calibration_t *cal,
-                        const tune_sweep_t *sw, int nsw) {
+                        const tune_sweep_t *sw, int nsw, const tune_model_t *model) {
   mpiar__tuning_init(t);
   time_t now = time(NULL);
   struct tm tm;
@@ -478,7 +513,7 @@ static void fill_tuning(mpiar__tuning_t *t, const tune_env_t *env, const tune_ca
     t->gamma[d] = cal->gamma[d].b;
   }
   for (int w = 0; w < nsw; w++) {
-    tune_make_table(&sw[w], &t->tables[t->ntables++]);
+    tune_make_table(&sw[w], model, &t->tables[t->ntables++]);
   }
 }
 
@@ -576,10 +611,24 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
     }
   }
   load_average(load_end, sizeof load_end);
-  fill_tuning(&t, env, &cal, sweeps, o->ndtypes);
+  /* The table holds the built-in model's choices wherever the sweep did not resolve a faster
+   * candidate (decide.c), on this communicator's topology, as the selector sees it. */
+  mpiar__topology_t topo;
+  memset(&topo, 0, sizeof topo);
+  const int have_topo = mpiar__topology_from_map(&topo, env->p, env->node_of) == MPIAR_SUCCESS;
+  model_ctx_t mc = {env->p, have_topo ? &topo : NULL};
+  const tune_model_t model = {builtin_choice, &mc};
+  for (int d = 0; d < o->ndtypes; d++) {
+    tune_decide(&sweeps[d], o->tie, &model);
+  }
+  fill_tuning(&t, env, &cal, sweeps, o->ndtypes, &model);
+  if (have_topo) {
+    mpiar__topology_destroy(&topo);
+  }
   int ok = 1;
   if (env->rank == 0) {
     for (int d = 0; d < o->ndtypes; d++) {
+      tune_print_decisions(out, &sweeps[d]);
       print_table(out, &t.tables[d]);
       model_regrets(out, env, &sweeps[d], &t);
     }

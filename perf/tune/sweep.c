@@ -5,9 +5,10 @@
  * every rank), so that drift on a shared machine hits all of them alike and none gains from its
  * place in the sequence; each repetition is timed from a barrier to its own end on every rank;
  * the times are reduced with MPI_MAX outside the timed loop (the slowest rank), and a
- * candidate's time is the median over repetitions. The winner of a size is the fastest median; where the previous size's
- * winner is within the tie margin it is kept, so that noise does not split the table into ranges
- * that change nothing.
+ * candidate's time is the median over repetitions, with its quartiles (how far the noise of the
+ * run spreads it). The winner of a size is the fastest median; where the previous size's winner
+ * is within the tie margin it is kept. What the table holds is decided against the built-in
+ * model's choice (decide.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -60,54 +61,23 @@ static void make_candidates(const tune_opts_t *o, const tune_env_t *env, tune_sw
   }
 }
 
-/*
- * The segment in bytes the library would use for @p seg at a size, or 0 when it would not split
- * a block (the plan is then the unsegmented one).
- */
-static size_t effective_segment(size_t seg, size_t bytes, mpiar_dtype_t dtype, int p) {
-  size_t es = mpiar_dtype_size(dtype);
-  size_t count = bytes / es;
-  if (seg == 0 || count == 0) {
-    return 0;
-  }
-  size_t eff = mpiar__segment_elems(seg, count, es, p) * es;
-  size_t block = (count + (size_t)p - 1) / (size_t)p * es;
-  return eff < block ? eff : 0;
-}
-
 /* Whether candidate c runs at size k: a segment must split the block, once per effective size. */
 static int applies(const tune_sweep_t *s, int k, int c, int p) {
   const tune_candidate_t *cand = &s->cand[c];
   if (cand->segment_bytes == 0) {
     return 1;
   }
-  size_t eff = effective_segment(cand->segment_bytes, s->sizes[k], s->dtype, p);
+  size_t eff = tune_effective_segment(cand->segment_bytes, s->sizes[k], s->dtype, p);
   if (eff == 0) {
     return 0;
   }
   for (int q = 0; q < c; q++) {
     if (s->cand[q].alg == cand->alg && s->cand[q].segment_bytes != 0 &&
-        effective_segment(s->cand[q].segment_bytes, s->sizes[k], s->dtype, p) == eff) {
+        tune_effective_segment(s->cand[q].segment_bytes, s->sizes[k], s->dtype, p) == eff) {
       return 0;
     }
   }
   return 1;
-}
-
-int tune_candidate_at(const tune_sweep_t *s, int k, const mpiar__algorithm_t *alg, size_t seg,
-                      int p) {
-  size_t eff =
-      (alg->flags & MPIAR__ALG_SEGMENTED) ? effective_segment(seg, s->sizes[k], s->dtype, p) : 0;
-  for (int c = 0; c < s->ncand; c++) {
-    if (s->cand[c].alg != alg || isnan(s->median[k][c])) {
-      continue;
-    }
-    size_t ceff = effective_segment(s->cand[c].segment_bytes, s->sizes[k], s->dtype, p);
-    if (ceff == eff) {
-      return c;
-    }
-  }
-  return -1;
 }
 
 static int iters_for(const tune_opts_t *o, size_t bytes) {
@@ -183,6 +153,16 @@ static void print_row(FILE *f, const tune_sweep_t *s, int k) {
   fflush(f);
 }
 
+/* The @p f quantile of @p n sorted values, interpolated linearly between order statistics. */
+static double quantile_sorted(const double *v, int n, double f) {
+  double pos = f * (double)(n - 1);
+  int i = (int)floor(pos);
+  if (i >= n - 1) {
+    return v[n - 1];
+  }
+  return v[i] + (pos - (double)i) * (v[i + 1] - v[i]);
+}
+
 /* Time the applicable candidates of size k, interleaved; medians of the slowest rank. */
 static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep_t *s, int k,
                          const char *sendbuf, char *recvbuf, double *times) {
@@ -191,7 +171,7 @@ static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep
   int active[TUNE_MAX_CANDIDATES];
   int nact = 0;
   for (int c = 0; c < s->ncand; c++) {
-    s->median[k][c] = NAN;
+    s->median[k][c] = s->q1[k][c] = s->q3[k][c] = NAN;
     if (applies(s, k, c, env->p)) {
       active[nact++] = c;
     }
@@ -225,7 +205,10 @@ static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep
   }
   MPI_Allreduce(MPI_IN_PLACE, times, nact * iters, MPI_DOUBLE, MPI_MAX, env->comm);
   for (int i = 0; i < nact; i++) {
-    s->median[k][active[i]] = tool_median(times + (size_t)i * (size_t)iters, iters);
+    double *v = times + (size_t)i * (size_t)iters;
+    s->median[k][active[i]] = tool_median(v, iters); /* sorts v */
+    s->q1[k][active[i]] = quantile_sorted(v, iters, 0.25);
+    s->q3[k][active[i]] = quantile_sorted(v, iters, 0.75);
   }
 }
 
@@ -250,6 +233,7 @@ int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype,
                FILE *out) {
   memset(s, 0, sizeof *s);
   s->dtype = dtype;
+  s->p = env->p;
   const size_t es = mpiar_dtype_size(dtype);
   s->nsizes = tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, es, s->sizes, TUNE_MAX_SIZES);
   make_candidates(o, env, s);
@@ -288,25 +272,4 @@ int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype,
   free(sendbuf);
   free(recvbuf);
   return ok ? 0 : -1;
-}
-
-void tune_make_table(const tune_sweep_t *s, mpiar__tuning_table_t *table) {
-  memset(table, 0, sizeof *table);
-  table->dtype = s->dtype;
-  for (int k = 0; k < s->nsizes && table->nranges < MPIAR__TUNING_MAX_RANGES; k++) {
-    if (k > 0 && s->winner[k] == s->winner[k - 1]) {
-      continue;
-    }
-    mpiar__tuning_range_t *g = &table->ranges[table->nranges];
-    /* Sizes between two measured ones go to the nearer, geometrically. */
-    g->min_bytes =
-        k == 0 ? 0 : (size_t)floor(sqrt((double)s->sizes[k - 1] * (double)s->sizes[k])) + 1;
-    if (table->nranges > 0) {
-      table->ranges[table->nranges - 1].max_bytes = g->min_bytes - 1;
-    }
-    g->max_bytes = MPIAR__TUNING_UNBOUNDED;
-    g->alg = s->cand[s->winner[k]].alg;
-    g->segment_bytes = s->cand[s->winner[k]].segment_bytes;
-    table->nranges++;
-  }
 }

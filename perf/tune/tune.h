@@ -8,7 +8,10 @@
  *   sweep.c      every algorithm x segment size over a size sweep, interleaved, with the bench's
  *                timing rules (perf/common: repetitions per size, warm-up, median of the slowest
  *                rank); the winner per size, and the size ranges of the table
+ *   decide.c     what the table holds: the built-in model's choice at every size unless a
+ *                candidate beat it beyond the run's noise; the ranges (no MPI: tested alone)
  *   main.c       options, the run, the report on stdout, the file
+ *   check.c      mpiar-tune-check: a file's choices against the built-in model's, timed
  */
 #ifndef MPIAR_TUNE_H
 #define MPIAR_TUNE_H
@@ -101,6 +104,28 @@ typedef struct tune_candidate {
   char name[48]; /* "ring", "ring/seg=1M" */
 } tune_candidate_t;
 
+/*
+ * The built-in model's choice for @p bytes (the selector's automatic choice without a tuning
+ * file, core/inspect.h), which a table must keep wherever the measurements do not resolve a
+ * faster candidate. @p ctx is the caller's (the communicator's topology).
+ */
+typedef struct tune_model {
+  void (*choice)(void *ctx, size_t bytes, mpiar_dtype_t dtype, const mpiar__algorithm_t **alg,
+                 size_t *segment_bytes);
+  void *ctx;
+} tune_model_t;
+
+/* What the table holds at a measured size. */
+enum {
+  TUNE_MODEL_FASTEST = 0, /* the model's choice had the fastest median (or within the tie) */
+  TUNE_OVERRIDE,          /* another candidate beat it beyond the noise: the table names it */
+  TUNE_UNRESOLVED,        /* another was faster by its median, not beyond the noise: the model */
+  TUNE_MODEL_UNMEASURED   /* the model's choice was not among the candidates: the model */
+};
+
+/* Fewest timed repetitions a size needs before a candidate may override the model there. */
+#define TUNE_MIN_RESOLVE_REPS 5
+
 /* Everything measured for one element type. */
 typedef struct tune_sweep {
   mpiar_dtype_t dtype;
@@ -112,7 +137,18 @@ typedef struct tune_sweep {
   /* Median seconds of the slowest rank; NaN where the candidate does not apply (a segment that
    * does not split the block, or one that the plan would raise to another candidate's). */
   double median[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
-  int winner[TUNE_MAX_SIZES]; /* candidate index */
+  /* The fastest and the slowest quartile of the repetitions (25th and 75th percentiles). */
+  double q1[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
+  double q3[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
+  int winner[TUNE_MAX_SIZES]; /* candidate index: the fastest median (the previous within tie) */
+  /* The decision (tune_decide): the model's candidate index (-1: not measured), the status
+   * (TUNE_MODEL_FASTEST ...), and the candidate the table names (-1: the model's choice). */
+  int model[TUNE_MAX_SIZES];
+  int status[TUNE_MAX_SIZES];
+  int decision[TUNE_MAX_SIZES];
+  int contender[TUNE_MAX_SIZES]; /* unresolved: the fastest candidate that did not resolve */
+  int p;                         /* ranks measured on */
+  double tie;                    /* the tie margin tune_decide used */
 } tune_sweep_t;
 
 /*
@@ -129,7 +165,33 @@ int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype,
 int tune_candidate_at(const tune_sweep_t *s, int k, const mpiar__algorithm_t *alg, size_t seg,
                       int p);
 
-/* The table of @p s: one range per run of sizes with the same winner. */
-void tune_make_table(const tune_sweep_t *s, mpiar__tuning_table_t *table);
+/*
+ * Decide, per measured size, what the table holds (s->model, s->status, s->decision): the
+ * model's choice, unless a candidate's advantage over it is resolved: at least
+ * TUNE_MIN_RESOLVE_REPS repetitions, its median faster than the model choice's by more than the
+ * tie margin, and its slowest quartile (75th percentile) faster than the model choice's fastest
+ * quartile (25th). Among resolved candidates the previous size's override is kept where its
+ * median is within the tie margin of the fastest resolved one. Needs median, q1, q3, iters.
+ */
+void tune_decide(tune_sweep_t *s, double tie, const tune_model_t *m);
+
+/*
+ * The table of @p s after tune_decide: every size from 0 up holds a range. A measured size holds
+ * its decision. The sizes between two measured ones hold what both hold; where they differ, an
+ * override reaches over the whole gap when it is not slower (by its median, within the tie) at
+ * the other end than what the table runs there, else the gap holds the model (two overrides
+ * that both or neither reach split it at the geometric mean). Beyond the last measured size,
+ * the model. "The model" is its own choice, its switch points found exactly (a scan in steps of
+ * an eighth, then bisection), up to 1 PiB and the model's choice there without an upper bound:
+ * the table equals the built-in model wherever nothing was resolved, whatever parameters the
+ * file's calibration fitted (a gap would fall to the model with those, not the built-in one).
+ */
+void tune_make_table(const tune_sweep_t *s, const tune_model_t *m, mpiar__tuning_table_t *table);
+
+/* The bytes the library would segment @p seg into at @p bytes (0: it would not split a block). */
+size_t tune_effective_segment(size_t seg, size_t bytes, mpiar_dtype_t dtype, int p);
+
+/* Print the decisions of @p s (rank 0): per size, what the table holds and why. */
+void tune_print_decisions(FILE *f, const tune_sweep_t *s);
 
 #endif /* MPIAR_TUNE_H */
