@@ -258,6 +258,32 @@ int mpiar_select(size_t bytes, int nranks, const char **algorithm, size_t *segme
 int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const char **algorithm,
                       size_t *segment_bytes, const char **source);
 
+/**
+ * Allocate @p bytes of node-shared memory (collective over @p comm, like
+ * MPI_Win_allocate_shared): every rank gets its own segment, mapped by every rank of its node.
+ * An allreduce on @p comm whose buffers (receive, and send unless in place) lie in such memory of
+ * @p comm on every rank, with all ranks of @p comm on one node, runs zero-copy: each rank reduces
+ * its share straight from every rank's buffers and writes the result into every rank's receive
+ * buffer, with flags in shared memory instead of messages (docs/shm.md). Such a call must take
+ * that path on every rank or on none: a rank whose buffers are ordinary memory (or a persistent
+ * request) while another's are shared fails the call on every rank (MPIAR_ERR_MISMATCH, the
+ * others MPIAR_ERR_COMM_BROKEN). The memory is 64-byte aligned; @p bytes may be 0 and may differ
+ * between ranks. Free it with mpiar_free() (collective too); what is left is freed by
+ * MPI_Finalize.
+ *
+ * @return MPIAR_SUCCESS; MPIAR_ERR_INVALID_ARG (@p ptr NULL or @p bytes above 2^48 on some rank:
+ *         every rank fails); MPIAR_ERR_COMM; MPIAR_ERR_TIMEOUT; MPIAR_ERR_MPI; MPIAR_ERR_NOMEM.
+ */
+int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr);
+
+/**
+ * Free memory from mpiar_alloc() (collective over the ranks of the node that allocated it).
+ * NULL does nothing.
+ * @return MPIAR_SUCCESS; MPIAR_ERR_INVALID_ARG (not the start of a live allocation);
+ *         MPIAR_ERR_MPI_STATE (after MPI_Finalize, which freed it).
+ */
+int mpiar_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif

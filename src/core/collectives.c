@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/context.h"
+#include "core/shm.h"
 #include "reduce_kernels/kernels.h"
 
 /* Everything a collective call names. */
@@ -271,6 +272,9 @@ typedef struct prepared {
   mpiar__context_t *ctx;
   mpiar__request_t *r;
   mpiar__call_entry_t *entry;
+  int persistent; /* set by the caller: a persistent request never takes the zero-copy path */
+  int shm;        /* the zero-copy path (core/shm.c): no request, sc is the call */
+  mpiar__shm_call_t sc;
 } prepared_t;
 
 /*
@@ -295,6 +299,18 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
     goto fail;
   }
   int in_place = !coll_args[c->coll].send_buffer || c->in == MPIAR_IN_PLACE || c->in == c->out;
+  if (MPIAR__UNLIKELY(ctx->shm != NULL) && c->coll == MPIAR__COLL_ALLREDUCE && !p->persistent) {
+    /* Buffers in mpiar_alloc memory of this communicator: the zero-copy path. */
+    p->sc = (mpiar__shm_call_t){.in = in_place ? NULL : c->in, .out = c->out, .count = c->count,
+                                .dtype = c->dtype, .op = c->op, .timeout_ms = timeout_ms};
+    if (mpiar__shm_eligible(ctx, &p->sc)) {
+      p->ctx = ctx;
+      p->r = NULL;
+      p->entry = NULL;
+      p->shm = 1;
+      return MPIAR_SUCCESS;
+    }
+  }
   mpiar__call_key_t key =
       call_key(c, in_place, c->opts.reproducible >= 0 ? c->opts.reproducible : set->reproducible,
                set->generation);
@@ -403,8 +419,13 @@ static int run_prepared(const prepared_t *p, const call_t *c, int no_options) {
  * cache entry, which then allocates and resets nothing.
  */
 static int run_blocking(call_t *c, int no_options) {
-  prepared_t p;
+  prepared_t p = {.persistent = 0};
   int rc = prepare(c, 1, &p);
+  if (rc == MPIAR_SUCCESS && p.shm) {
+    rc = mpiar__shm_allreduce(p.ctx, &p.sc);
+    mpiar__context_leave(p.ctx);
+    return rc;
+  }
   return rc != MPIAR_SUCCESS ? rc : run_prepared(&p, c, no_options);
 }
 
@@ -448,9 +469,14 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: the request pointer is NULL", c->fn);
   }
   *req = MPIAR_REQUEST_NULL;
-  prepared_t p;
+  prepared_t p = {.persistent = persistent};
   int rc = prepare(c, 0, &p);
   if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
+  if (p.shm) {
+    rc = mpiar__shm_iallreduce(p.ctx, &p.sc, req);
+    mpiar__context_leave(p.ctx);
     return rc;
   }
   mpiar__context_t *ctx = p.ctx;

@@ -107,6 +107,9 @@ typedef struct mpiar__context {
   int yield;     /* 1: waiting ranks give their core away after a short spin */
   int attached;  /* 1 while the attribute holds the context */
   int refs;      /* the attribute + every request that points here */
+  /* The node-shared memory of mpiar_alloc on this communicator (core/shm.c), or NULL; it holds
+   * a reference. */
+  struct mpiar__shm_domain *shm;
 
   int entered;          /* 0 free, 1 a user thread is inside a call, 2 the progress thread is */
   uint32_t check_seq;   /* argument checks run so far (control tags) */

@@ -67,6 +67,10 @@ int mpiar__context_allreduce(mpiar__context_t *ctx, void *buf, size_t count, mpi
   }
   r->dtype = dtype;
   r->kop = op;
+  /* A spare request of this plan may come from a user's call (after creation: mpiar_alloc's
+   * agreement): what that call set and this one does not use is reset. */
+  r->average = 0;
+  r->check = 0;
   r->in = r->out = buf;
   r->base[MPIAR__BUF_INPUT] = r->base[MPIAR__BUF_OUTPUT] = buf;
   r->base[MPIAR__BUF_SCRATCH] = r->scratch;

@@ -22,7 +22,7 @@ foreach(line ${lines})
   endif()
 endforeach()
 foreach(need mpiar_allreduce mpiar_iallreduce mpiar_allreduce_init mpiar_start mpiar_wait
-        mpiar_kv_pushpull_async mpiar_reduce_local mpiar_version)
+        mpiar_kv_pushpull_async mpiar_reduce_local mpiar_version mpiar_alloc mpiar_free)
   if(NOT out MATCHES "${need}")
     list(APPEND bad "missing:${need}")
   endif()

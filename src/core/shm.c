@@ -1,0 +1,897 @@
+/*
+ * Node-shared buffers (mpiar_alloc / mpiar_free) and the zero-copy allreduce on them. The design
+ * and the memory ordering are described in docs/shm.md; in short:
+ *
+ * - Every allocation is an MPI_Win_allocate_shared window over the node's ranks of the
+ *   communicator; each rank's segment is registered in a process-wide table sorted by address.
+ * - The first allocation on a communicator makes its domain: the node's communicator and one more
+ *   window holding every rank's control block, a ring of SHM_RING entries indexed by the
+ *   operation's number (every operation started on the context from then on counts, on either
+ *   path, so the numbers agree on every rank of a correct program).
+ * - Each entry has two words written by its owner only and read by everyone: `state`
+ *   ((number << 2) | path) with the buffers' locations and the arguments written before it, and
+ *   `done` (the number, once the owner's share is written into every receive buffer). Both are
+ *   stored with release and loaded with acquire: a rank reads another's buffers only after it has
+ *   seen that rank's `state`, and returns only after it has seen every rank's `done`, so every
+ *   read and write of the buffers is ordered with the owners' own accesses before and after the
+ *   call. Non-temporal stores are fenced (sfence) before `done` is released.
+ */
+#include "core/shm.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "core/context.h"
+#include "reduce_kernels/kernels.h"
+
+/* Entries of a control block's ring (an operation's number mod SHM_RING picks its entry). More
+ * than the engine's slots, so a rank never reuses an entry another rank still reads. */
+#define SHM_RING 64
+
+/* Paths in the low bits of an entry's state. */
+enum { PATH_SHM = 1, PATH_ENGINE = 2, PATH_FAILED = 3 };
+
+typedef struct shm_entry {
+  uint64_t state; /* (number << 2) | path, released after the fields below */
+  uint64_t count;
+  uint64_t in_off, out_off;
+  int32_t in_id, out_id;
+  int32_t dtype, op;
+  char pad0[64 - 48];
+  uint64_t done; /* the number, released once this rank's share is written */
+  char pad1[64 - 8];
+} shm_entry_t;
+
+typedef struct shm_ctl {
+  shm_entry_t e[SHM_RING];
+} shm_ctl_t;
+
+typedef struct shm_alloc shm_alloc_t;
+
+typedef struct mpiar__shm_domain {
+  mpiar__context_t *ctx; /* holds a reference */
+  MPI_Comm node;         /* the node's ranks of the communicator */
+  int nrank, nsize;
+  int whole;           /* every rank of the communicator is on this node */
+  MPI_Win ctl_win;     /* the control blocks */
+  shm_ctl_t **ctl;     /* ctl[q]: node rank q's, mapped here */
+  shm_alloc_t **allocs; /* by number (alike on every rank) */
+  int nallocs, cap, live;
+  uint64_t seq;    /* operations started on the context since the domain was made */
+  char *scratch;   /* the reductions' temporaries (one operation reduces at a time) */
+  size_t scratch_bytes;
+} mpiar__shm_domain_t;
+
+struct shm_alloc {
+  mpiar__shm_domain_t *dom;
+  int id;
+  MPI_Win win;
+  char *seg;   /* this rank's segment (offsets are taken from here) */
+  char *mine;  /* what mpiar_alloc returned: the segment's first 64-byte boundary */
+  size_t bytes;
+  char **base;  /* base[q]: node rank q's segment, mapped here */
+  size_t *size; /* its size */
+  shm_alloc_t *older, *newer; /* creation order */
+};
+
+int mpiar__shm_live;
+
+/* The table of this process's segments, sorted by address; the creation list. */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static shm_alloc_t **table;
+static int table_n, table_cap;
+static shm_alloc_t *oldest, *newest;
+static int finalize_keyval = MPI_KEYVAL_INVALID;
+static int shm_finalized;
+
+/* The last entry whose segment starts at or below @p a, or -1 (table_lock held). */
+static int table_find(uintptr_t a) {
+  int lo = 0, hi = table_n - 1, best = -1;
+  while (lo <= hi) {
+    int mid = (lo + hi) / 2;
+    if ((uintptr_t)table[mid]->mine <= a) {
+      best = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return best;
+}
+
+/* The allocation holding [p, p + bytes) (table_lock held), or NULL. */
+static shm_alloc_t *table_lookup(const void *p, size_t bytes) {
+  uintptr_t a = (uintptr_t)p;
+  int i = table_find(a);
+  if (i < 0) {
+    return NULL;
+  }
+  shm_alloc_t *al = table[i];
+  uintptr_t s = (uintptr_t)al->mine;
+  return a - s <= al->bytes && bytes <= al->bytes - (a - s) ? al : NULL;
+}
+
+/* ---- the zero-copy allreduce ---- */
+
+static inline uint64_t load_acq(const uint64_t *w) {
+  return __atomic_load_n(w, __ATOMIC_ACQUIRE);
+}
+static inline void store_rel(uint64_t *w, uint64_t v) {
+  __atomic_store_n(w, v, __ATOMIC_RELEASE);
+}
+
+void mpiar__shm_note_engine(mpiar__context_t *ctx) {
+  mpiar__shm_domain_t *dom = ctx->shm;
+  if (!dom->whole) {
+    return;
+  }
+  uint64_t s = ++dom->seq;
+  store_rel(&dom->ctl[dom->nrank]->e[s % SHM_RING].state, s << 2 | PATH_ENGINE);
+}
+
+int mpiar__shm_eligible(mpiar__context_t *ctx, mpiar__shm_call_t *call) {
+  mpiar__shm_domain_t *dom = ctx->shm;
+  size_t bytes = call->count * mpiar_dtype_size(call->dtype);
+  if (!dom->whole || call->count == 0) {
+    return 0;
+  }
+  pthread_mutex_lock(&table_lock);
+  shm_alloc_t *out = table_lookup(call->out, bytes);
+  shm_alloc_t *in = call->in == NULL ? out : table_lookup(call->in, bytes);
+  int ok = out != NULL && in != NULL && out->dom == dom && in->dom == dom;
+  if (ok) {
+    call->out_id = out->id;
+    call->out_off = (size_t)((const char *)call->out - out->seg);
+    call->in_id = in->id;
+    call->in_off = call->in == NULL ? call->out_off : (size_t)((const char *)call->in - in->seg);
+  }
+  pthread_mutex_unlock(&table_lock);
+  return ok;
+}
+
+enum { PHASE_ARRIVE, PHASE_REDUCE, PHASE_DONE, PHASE_FINISHED };
+
+typedef struct shm_op {
+  mpiar__context_t *ctx;
+  mpiar__shm_domain_t *dom;
+  mpiar__shm_call_t call;
+  uint64_t seq;
+  int slot;
+  int phase;
+  int next; /* the first rank not yet seen (arrival, then done) */
+  int rc;
+  int held; /* a nonblocking operation holds a reference on its context */
+  double deadline; /* 0: none */
+  unsigned polls;
+  char detail[512]; /* a failed nonblocking operation's, for its wait */
+  const char **ins;
+  char **outs;
+} shm_op_t;
+
+/* Fail the operation on this rank: tell the node's ranks (the entry's state) and, through the
+ * engine, every rank of the communicator (its failure notice). The detail is set. */
+static int op_fail(shm_op_t *o, int rc, int inside) {
+  char reason[512];
+  snprintf(reason, sizeof reason, "%s", mpiar_last_error());
+  store_rel(&o->dom->ctl[o->dom->nrank]->e[o->slot].state, o->seq << 2 | PATH_FAILED);
+  if (inside || mpiar__context_enter_ctx(o->ctx) == MPIAR_SUCCESS) {
+    if (!o->ctx->eng.broken) {
+      mpiar__engine_break(&o->ctx->eng, rc, reason, 1);
+    }
+    if (!inside) {
+      mpiar__context_leave(o->ctx);
+    }
+  }
+  mpiar__error(rc, "%s", reason);
+  snprintf(o->detail, sizeof o->detail, "%s", reason);
+  o->rc = rc;
+  o->phase = PHASE_FINISHED;
+  return rc;
+}
+
+/* Copy @p n bytes; non-temporal stores when @p stream (the caller fences before releasing). */
+static void put(char *dst, const char *src, size_t n, int stream) {
+#if defined(__x86_64__)
+  if (stream) {
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    head = head < n ? head : n;
+    memcpy(dst, src, head);
+    dst += head;
+    src += head;
+    n -= head;
+    size_t vec = n & ~(size_t)63;
+    for (size_t i = 0; i < vec; i += 64) {
+      __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(src + i));
+      __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 16));
+      __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 32));
+      __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + i + 48));
+      _mm_stream_si128((__m128i *)(void *)(dst + i), a);
+      _mm_stream_si128((__m128i *)(void *)(dst + i + 16), b);
+      _mm_stream_si128((__m128i *)(void *)(dst + i + 32), c);
+      _mm_stream_si128((__m128i *)(void *)(dst + i + 48), d);
+    }
+    memcpy(dst + vec, src + vec, n - vec);
+    return;
+  }
+#else
+  (void)stream;
+#endif
+  memcpy(dst, src, n);
+}
+
+/* Bytes of one block of the share (its temporaries stay in the core's L1/L2). */
+#define SHM_BLOCK_BYTES ((size_t)16 * 1024)
+/* Shares writing at least this much use non-temporal stores (they cannot stay in cache). */
+#define SHM_STREAM_BYTES ((size_t)2 * 1024 * 1024)
+
+/*
+ * The canonical combination (mpiar_reduce_canonical's order) of x[0..p) over n elements into a
+ * temporary of @p tmp (ntmp blocks of @p stride bytes); returns where the result lies.
+ */
+static const char *canonical_block(const char *const *x, int p, size_t n, mpiar_dtype_t dtype,
+                                   mpiar_op_t kop, char *tmp, size_t stride) {
+  if (p == 1) {
+    return x[0];
+  }
+  int pp = 1;
+  while (pp * 2 <= p) {
+    pp *= 2;
+  }
+  int rem = p - pp;
+  char *freel[40];
+  int nfree = 0;
+  int ntmp = (31 - __builtin_clz((unsigned)p)) + 3;
+  for (int i = ntmp - 1; i >= 0; i--) {
+    freel[nfree++] = tmp + (size_t)i * stride;
+  }
+  struct {
+    int level;
+    char *buf; /* a temporary, or NULL when ptr is an input */
+    const char *ptr;
+  } st[40];
+  int top = 0;
+  for (int i = 0; i < pp; i++) {
+    if (i < rem) {
+      char *b = freel[--nfree];
+      mpiar__reduce(b, x[2 * i], x[2 * i + 1], n, dtype, kop);
+      st[top].buf = b;
+      st[top].ptr = b;
+    } else {
+      st[top].buf = NULL;
+      st[top].ptr = x[i + rem];
+    }
+    st[top++].level = 0;
+    while (top >= 2 && st[top - 1].level == st[top - 2].level) {
+      char *dst = st[top - 2].buf != NULL   ? st[top - 2].buf
+                  : st[top - 1].buf != NULL ? st[top - 1].buf
+                                            : freel[--nfree];
+      mpiar__reduce(dst, st[top - 2].ptr, st[top - 1].ptr, n, dtype, kop);
+      if (st[top - 1].buf != NULL && st[top - 1].buf != dst) {
+        freel[nfree++] = st[top - 1].buf;
+      }
+      top -= 2;
+      st[top].level++;
+      st[top].buf = dst;
+      st[top].ptr = dst;
+      top++;
+    }
+  }
+  return st[0].ptr;
+}
+
+/* This rank's share: elements [lo, hi) reduced from every rank's input, written to every rank's
+ * output. */
+static int reduce_share(shm_op_t *o) {
+  const mpiar__shm_call_t *c = &o->call;
+  int p = o->dom->nsize, me = o->dom->nrank;
+  size_t es = mpiar_dtype_size(c->dtype);
+  size_t unit = es >= 64 ? 1 : 64 / es; /* shares start on cache lines of the buffers */
+  size_t units = (c->count + unit - 1) / unit;
+  size_t lo = units * (size_t)me / (size_t)p * unit;
+  size_t hi = units * (size_t)(me + 1) / (size_t)p * unit;
+  hi = hi < c->count ? hi : c->count;
+  if (lo >= hi) {
+    return MPIAR_SUCCESS;
+  }
+  mpiar_op_t kop = c->op == MPIAR_AVG ? MPIAR_SUM : c->op;
+  size_t block = SHM_BLOCK_BYTES / es;
+  block = block < hi - lo ? block : hi - lo;
+  size_t stride = (block * es + 63) & ~(size_t)63;
+  int ntmp = (31 - __builtin_clz((unsigned)p)) + 3;
+  size_t need = (size_t)ntmp * stride;
+  mpiar__shm_domain_t *dom = o->dom;
+  if (p > 1 && dom->scratch_bytes < need) {
+    free(dom->scratch);
+    dom->scratch = NULL;
+    dom->scratch_bytes = 0;
+    if (posix_memalign((void **)&dom->scratch, 64, need) != 0) {
+      dom->scratch = NULL;
+      return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %zu bytes of temporaries", need);
+    }
+    dom->scratch_bytes = need;
+  }
+  int stream = (hi - lo) * es * (size_t)p >= SHM_STREAM_BYTES;
+  const char *x[256];
+  const char **xs = p <= 256 ? x : malloc((size_t)p * sizeof *xs);
+  if (xs == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d input pointers", p);
+  }
+  for (size_t off = lo; off < hi; off += block) {
+    size_t n = hi - off < block ? hi - off : block;
+    for (int q = 0; q < p; q++) {
+      xs[q] = o->ins[q] + off * es;
+    }
+    const char *res = canonical_block(xs, p, n, c->dtype, kop, dom->scratch, stride);
+    if (c->op == MPIAR_AVG && p > 1) {
+      mpiar__divide((char *)res, res, n, c->dtype, (double)p);
+    }
+    for (int q = 0; q < p; q++) {
+      char *dst = o->outs[q] + off * es;
+      if (dst != res) {
+        put(dst, res, n * es, stream);
+      }
+    }
+  }
+  if (xs != x) {
+    free(xs);
+  }
+#if defined(__x86_64__)
+  if (stream) {
+    _mm_sfence(); /* the non-temporal stores before `done` is released */
+  }
+#endif
+  return MPIAR_SUCCESS;
+}
+
+static const char *path_name(uint64_t st) {
+  switch (st & 3) {
+    case PATH_ENGINE:
+      return "the MPI path (its buffers are not all in mpiar_alloc memory of this communicator, "
+             "or the call is persistent)";
+    case PATH_FAILED:
+      return "a failure";
+    default:
+      return "the zero-copy path";
+  }
+}
+
+/* Every rank's entry arrived: check its arguments and map its buffers. */
+static int map_buffers(shm_op_t *o) {
+  mpiar__shm_domain_t *dom = o->dom;
+  const mpiar__shm_call_t *c = &o->call;
+  size_t bytes = c->count * mpiar_dtype_size(c->dtype);
+  for (int q = 0; q < dom->nsize; q++) {
+    const shm_entry_t *e = &dom->ctl[q]->e[o->slot];
+    if (e->count != c->count || e->dtype != (int32_t)c->dtype || e->op != (int32_t)c->op) {
+      const char *what = e->count != c->count ? "count" : e->dtype != (int32_t)c->dtype ? "datatype"
+                                                                                          : "operation";
+      return mpiar__error(MPIAR_ERR_MISMATCH,
+                          "zero-copy allreduce %llu: the %s differs between rank %d (count %llu, "
+                          "%s, %s) and rank %d (count %zu, %s, %s)",
+                          (unsigned long long)o->seq, what, q, (unsigned long long)e->count,
+                          mpiar_dtype_name((mpiar_dtype_t)e->dtype)
+                              ? mpiar_dtype_name((mpiar_dtype_t)e->dtype)
+                              : "?",
+                          mpiar_op_name((mpiar_op_t)e->op) ? mpiar_op_name((mpiar_op_t)e->op) : "?",
+                          dom->nrank, c->count, mpiar_dtype_name(c->dtype), mpiar_op_name(c->op));
+    }
+    const int ids[2] = {e->in_id, e->out_id};
+    const uint64_t offs[2] = {e->in_off, e->out_off};
+    char *where[2];
+    for (int k = 0; k < 2; k++) {
+      shm_alloc_t *al = ids[k] >= 0 && ids[k] < dom->nallocs ? dom->allocs[ids[k]] : NULL;
+      if (al == NULL || offs[k] > al->size[q] || bytes > al->size[q] - offs[k]) {
+        return mpiar__error(MPIAR_ERR_MISMATCH,
+                            "zero-copy allreduce %llu: rank %d's buffer (allocation %d, offset "
+                            "%llu, %zu bytes) is not in memory this rank maps",
+                            (unsigned long long)o->seq, q, ids[k], (unsigned long long)offs[k],
+                            bytes);
+      }
+      where[k] = al->base[q] + offs[k];
+    }
+    o->ins[q] = where[0];
+    o->outs[q] = where[1];
+  }
+  return MPIAR_SUCCESS;
+}
+
+/* Advance the operation as far as it goes without waiting; *done once it has finished (its
+ * result in o->rc). */
+static int op_advance(shm_op_t *o, int inside, int *done) {
+  mpiar__shm_domain_t *dom = o->dom;
+  int p = dom->nsize;
+  *done = 0;
+  if (o->phase == PHASE_ARRIVE) {
+    uint64_t want = o->seq << 2 | PATH_SHM;
+    for (; o->next < p; o->next++) {
+      uint64_t st = load_acq(&dom->ctl[o->next]->e[o->slot].state);
+      if (st == want) {
+        continue;
+      }
+      if ((st >> 2) < o->seq) {
+        break; /* not there yet */
+      }
+      if ((st & 3) == PATH_FAILED && (st >> 2) == o->seq) {
+        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy allreduce %llu failed on rank %d",
+                     (unsigned long long)o->seq, o->next);
+        return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
+      }
+      mpiar__error(MPIAR_ERR_MISMATCH,
+                   "allreduce %llu runs on the zero-copy path on rank %d but on %s on rank %d",
+                   (unsigned long long)o->seq, dom->nrank,
+                   (st >> 2) == o->seq ? path_name(st) : "a later operation", o->next);
+      return op_fail(o, MPIAR_ERR_MISMATCH, inside);
+    }
+    if (o->next < p) {
+      goto pending;
+    }
+    int rc = map_buffers(o);
+    if (rc != MPIAR_SUCCESS) {
+      return op_fail(o, rc, inside);
+    }
+    o->phase = PHASE_REDUCE;
+  }
+  if (o->phase == PHASE_REDUCE) {
+    int rc = reduce_share(o);
+    if (rc != MPIAR_SUCCESS) {
+      return op_fail(o, rc, inside);
+    }
+    store_rel(&dom->ctl[dom->nrank]->e[o->slot].done, o->seq);
+    o->phase = PHASE_DONE;
+    o->next = 0;
+  }
+  if (o->phase == PHASE_DONE) {
+    for (; o->next < p; o->next++) {
+      if (load_acq(&dom->ctl[o->next]->e[o->slot].done) == o->seq) {
+        continue;
+      }
+      uint64_t st = load_acq(&dom->ctl[o->next]->e[o->slot].state);
+      if (st == (o->seq << 2 | PATH_FAILED)) {
+        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy allreduce %llu failed on rank %d",
+                     (unsigned long long)o->seq, o->next);
+        return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
+      }
+      break;
+    }
+    if (o->next < p) {
+      goto pending;
+    }
+    o->phase = PHASE_FINISHED;
+    o->rc = MPIAR_SUCCESS;
+  }
+  *done = 1;
+  return o->rc;
+pending:
+  if ((++o->polls & 63) == 0) {
+    if (o->deadline > 0 && MPI_Wtime() > o->deadline) {
+      mpiar__error(MPIAR_ERR_TIMEOUT,
+                   "zero-copy allreduce %llu: rank %d %s within %ld ms", (unsigned long long)o->seq,
+                   o->next,
+                   o->phase == PHASE_ARRIVE ? "did not arrive" : "did not finish its share",
+                   o->call.timeout_ms);
+      return op_fail(o, MPIAR_ERR_TIMEOUT, inside);
+    }
+    if (inside && mpiar__interrupted()) {
+      mpiar__error(MPIAR_ERR_INTERRUPTED, "zero-copy allreduce %llu: the wait was interrupted",
+                   (unsigned long long)o->seq);
+      return op_fail(o, MPIAR_ERR_INTERRUPTED, inside);
+    }
+  }
+  return MPIAR_SUCCESS;
+}
+
+/* Publish this rank's arrival: its arguments and where its buffers lie, then the state. */
+static void op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
+  mpiar__shm_domain_t *dom = ctx->shm;
+  o->ctx = ctx;
+  o->dom = dom;
+  o->call = *call;
+  o->seq = ++dom->seq;
+  o->slot = (int)(o->seq % SHM_RING);
+  o->phase = PHASE_ARRIVE;
+  o->next = 0;
+  o->rc = MPIAR_SUCCESS;
+  o->polls = 0;
+  o->deadline = call->timeout_ms > 0 ? MPI_Wtime() + (double)call->timeout_ms * 1e-3 : 0;
+  shm_entry_t *e = &dom->ctl[dom->nrank]->e[o->slot];
+  e->count = call->count;
+  e->dtype = (int32_t)call->dtype;
+  e->op = (int32_t)call->op;
+  e->in_id = call->in_id;
+  e->in_off = call->in_off;
+  e->out_id = call->out_id;
+  e->out_off = call->out_off;
+  store_rel(&e->state, o->seq << 2 | PATH_SHM);
+}
+
+int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
+  int p = ctx->shm->nsize;
+  const char *ins[64];
+  char *outs[64];
+  shm_op_t o;
+  o.ins = p <= 64 ? ins : malloc((size_t)p * sizeof *o.ins);
+  o.outs = p <= 64 ? outs : malloc((size_t)p * sizeof *o.outs);
+  if (o.ins == NULL || o.outs == NULL) {
+    if (p > 64) {
+      free(o.ins);
+      free(o.outs);
+    }
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d buffer pointers", p);
+  }
+  o.held = 0;
+  op_start(&o, ctx, call);
+  int done = 0, rc;
+  unsigned idle = 0;
+  while ((rc = op_advance(&o, 1, &done)) == MPIAR_SUCCESS && !done) {
+    mpiar__idle(ctx, ++idle);
+  }
+  if (p > 64) {
+    free(o.ins);
+    free(o.outs);
+  }
+  return rc;
+}
+
+/* ---- nonblocking: a generalized request ---- */
+
+static int op_poll(void *state, int *done) {
+  shm_op_t *o = state;
+  if (o->phase == PHASE_FINISHED) {
+    *done = 1;
+    return o->rc == MPIAR_SUCCESS ? MPIAR_SUCCESS : mpiar__error(o->rc, "%s", o->detail);
+  }
+  return op_advance(o, 0, done);
+}
+
+static void op_free(void *state) {
+  shm_op_t *o = state;
+  if (o->held) {
+    mpiar__context_unref(o->ctx);
+  }
+  free(o);
+}
+
+int mpiar__shm_iallreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call,
+                          mpiar_request_t *req) {
+  int p = ctx->shm->nsize;
+  shm_op_t *o = calloc(1, sizeof *o + 2 * (size_t)p * sizeof(char *));
+  if (o == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
+  }
+  o->ins = (const char **)(void *)(o + 1);
+  o->outs = (char **)(void *)(o->ins + p);
+  int rc = mpiar__grequest_start(op_poll, op_free, o, req);
+  if (rc != MPIAR_SUCCESS) {
+    free(o);
+    return rc;
+  }
+  op_start(o, ctx, call);
+  ctx->refs++;
+  o->held = 1;
+  int done = 0;
+  (void)op_advance(o, 1, &done); /* a failure is the request's result, reported by its wait */
+  mpiar__error_clear();
+  return MPIAR_SUCCESS;
+}
+
+/* ---- allocation ---- */
+
+static void alloc_release(shm_alloc_t *al);
+
+/* MPI_Finalize: every allocation still live is freed (in creation order, alike on every rank). */
+static int finalize_cb(MPI_Comm comm, int keyval, void *attr, void *extra) {
+  (void)comm;
+  (void)keyval;
+  (void)attr;
+  (void)extra;
+  for (;;) {
+    pthread_mutex_lock(&table_lock);
+    shm_alloc_t *al = oldest;
+    pthread_mutex_unlock(&table_lock);
+    if (al == NULL) {
+      break;
+    }
+    alloc_release(al);
+  }
+  shm_finalized = 1;
+  return MPI_SUCCESS;
+}
+
+static void domain_free(mpiar__shm_domain_t *dom) {
+  if (dom->ctl_win != MPI_WIN_NULL) {
+    MPI_Win_free(&dom->ctl_win);
+  }
+  if (dom->node != MPI_COMM_NULL) {
+    MPI_Comm_free(&dom->node);
+  }
+  free(dom->ctl);
+  free(dom->allocs);
+  free(dom->scratch);
+  free(dom);
+}
+
+/* The domain of @p ctx, made now if it has none (collective over the communicator). */
+static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
+  if (ctx->shm != NULL) {
+    *out = ctx->shm;
+    return MPIAR_SUCCESS;
+  }
+  mpiar__shm_domain_t *dom = calloc(1, sizeof *dom);
+  if (dom == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "mpiar_alloc: cannot allocate a domain");
+  }
+  dom->node = MPI_COMM_NULL;
+  dom->ctl_win = MPI_WIN_NULL;
+  int rank = ctx->eng.rank;
+  int color = ctx->node_of != NULL ? ctx->node_of[rank] : 0;
+  int err = MPI_Comm_split(ctx->comm, color, rank, &dom->node);
+  void *mine = NULL;
+  if (err == MPI_SUCCESS) {
+    MPI_Comm_rank(dom->node, &dom->nrank);
+    MPI_Comm_size(dom->node, &dom->nsize);
+    err = MPI_Win_allocate_shared((MPI_Aint)sizeof(shm_ctl_t), 1, MPI_INFO_NULL, dom->node, &mine,
+                                  &dom->ctl_win);
+  }
+  if (err == MPI_SUCCESS) {
+    dom->ctl = calloc((size_t)dom->nsize, sizeof *dom->ctl);
+    err = dom->ctl == NULL ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+  }
+  for (int q = 0; err == MPI_SUCCESS && q < dom->nsize; q++) {
+    MPI_Aint size = 0;
+    int disp = 0;
+    void *base = NULL;
+    err = MPI_Win_shared_query(dom->ctl_win, q, &size, &disp, &base);
+    dom->ctl[q] = base;
+  }
+  if (err == MPI_SUCCESS) {
+    memset(mine, 0, sizeof(shm_ctl_t));
+    /* Every block is zero before any rank reads one (MPI_Barrier orders the memory of the
+     * window's ranks: MPI's shared-memory model needs MPI_Win_sync for that, below). */
+    MPI_Win_lock_all(MPI_MODE_NOCHECK, dom->ctl_win);
+    MPI_Win_sync(dom->ctl_win);
+    err = MPI_Barrier(dom->node);
+    MPI_Win_sync(dom->ctl_win);
+    MPI_Win_unlock_all(dom->ctl_win);
+  }
+  if (err != MPI_SUCCESS) {
+    domain_free(dom);
+    return mpiar__error(MPIAR_ERR_MPI, "mpiar_alloc: the node's control window failed (MPI error %d)",
+                        err);
+  }
+  dom->whole = ctx->nnodes == 1;
+  dom->ctx = ctx;
+  ctx->refs++;
+  ctx->shm = dom;
+  *out = dom;
+  return MPIAR_SUCCESS;
+}
+
+/* Free one allocation (collective over its node's ranks); its domain goes with its last one. */
+static void alloc_release(shm_alloc_t *al) {
+  pthread_mutex_lock(&table_lock);
+  int i = table_find((uintptr_t)al->mine);
+  while (i >= 0 && table[i] != al) {
+    i--;
+  }
+  if (i >= 0) {
+    memmove(&table[i], &table[i + 1], (size_t)(table_n - i - 1) * sizeof *table);
+    table_n--;
+  }
+  if (al->older != NULL) {
+    al->older->newer = al->newer;
+  } else {
+    oldest = al->newer;
+  }
+  if (al->newer != NULL) {
+    al->newer->older = al->older;
+  } else {
+    newest = al->older;
+  }
+  __atomic_sub_fetch(&mpiar__shm_live, 1, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&table_lock);
+  mpiar__shm_domain_t *dom = al->dom;
+  MPI_Win_free(&al->win);
+  dom->allocs[al->id] = NULL;
+  free(al->base);
+  free(al->size);
+  free(al);
+  if (--dom->live == 0) {
+    mpiar__context_t *ctx = dom->ctx;
+    ctx->shm = NULL;
+    domain_free(dom);
+    mpiar__context_unref(ctx);
+  }
+}
+
+int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr) {
+  mpiar__error_clear();
+  if (ptr != NULL) {
+    *ptr = NULL;
+  }
+  const mpiar__settings_t *set = NULL;
+  int rc = mpiar__settings_checked(&set, NULL);
+  long timeout_ms = mpiar__deadline_ms(0, set);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__kernels_init(); /* the agreement below and the reductions use the kernels */
+  }
+  if (rc != MPIAR_SUCCESS) {
+    return mpiar__context_join_failed(comm, timeout_ms, rc);
+  }
+  /* Bad arguments are agreed on (below), so that no rank waits in the window's creation for a
+   * rank that refused its arguments. */
+  int bad = MPIAR_SUCCESS;
+  if (ptr == NULL) {
+    bad = mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_alloc: the pointer to the result is NULL");
+  } else if (bytes > ((size_t)1 << 48)) {
+    bad = mpiar__error(MPIAR_ERR_INVALID_ARG, "mpiar_alloc: %zu bytes is more than 2^48", bytes);
+  }
+  char detail[512];
+  snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+  mpiar__context_t *ctx = NULL;
+  if ((rc = mpiar__context_enter(comm, timeout_ms, &ctx)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  uint64_t row[2] = {bad != MPIAR_SUCCESS ? (uint64_t)ctx->eng.rank + 1 : 0, 0};
+  rc = mpiar__context_allreduce(ctx, row, 1, MPIAR_UINT64, MPIAR_MAX, timeout_ms);
+  if (rc != MPIAR_SUCCESS) {
+    mpiar__context_leave(ctx);
+    return rc;
+  }
+  if (row[0] != 0) {
+    mpiar__context_leave(ctx);
+    return bad != MPIAR_SUCCESS ? mpiar__error(bad, "%s", detail)
+                                : mpiar__error(MPIAR_ERR_INVALID_ARG,
+                                               "mpiar_alloc: rank %llu's arguments were refused",
+                                               (unsigned long long)row[0] - 1);
+  }
+  mpiar__shm_domain_t *dom = NULL;
+  if ((rc = domain_get(ctx, &dom)) != MPIAR_SUCCESS) {
+    mpiar__context_leave(ctx);
+    return rc;
+  }
+  shm_alloc_t *al = calloc(1, sizeof *al);
+  int err = MPI_ERR_NO_MEM;
+  if (al != NULL) {
+    al->base = calloc((size_t)dom->nsize, sizeof *al->base);
+    al->size = calloc((size_t)dom->nsize, sizeof *al->size);
+    al->bytes = bytes;
+    al->dom = dom;
+    al->win = MPI_WIN_NULL;
+    /* Every rank takes part in the window even when this process could not allocate the
+     * bookkeeping (it then asks for nothing and frees the window at once). */
+  }
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  /* Room for the first 64-byte boundary (MPI aligns a segment to its own liking). */
+  MPI_Aint size = (MPI_Aint)(((bytes + 63) & ~(size_t)63) + 64);
+  void *seg = NULL;
+  MPI_Win win = MPI_WIN_NULL;
+  err = MPI_Win_allocate_shared(size, 1, info, dom->node, &seg, &win);
+  MPI_Info_free(&info);
+  int ok = err == MPI_SUCCESS && al != NULL && al->base != NULL && al->size != NULL;
+  for (int q = 0; ok && q < dom->nsize; q++) {
+    MPI_Aint qs = 0;
+    int disp = 0;
+    void *qb = NULL;
+    ok = MPI_Win_shared_query(win, q, &qs, &disp, &qb) == MPI_SUCCESS;
+    al->base[q] = qb;
+    al->size[q] = (size_t)qs;
+  }
+  /* Whether every rank of the node has it (a window one rank could not record is freed by all). */
+  int all_ok = 0;
+  if (err == MPI_SUCCESS) {
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dom->node);
+  }
+  int id = -1;
+  if (all_ok) {
+    for (id = 0; id < dom->nallocs && dom->allocs[id] != NULL; id++) {
+    }
+    if (id == dom->cap) {
+      int cap = dom->cap ? 2 * dom->cap : 8;
+      shm_alloc_t **a = realloc(dom->allocs, (size_t)cap * sizeof *a);
+      if (a != NULL) {
+        dom->allocs = a;
+        dom->cap = cap;
+      }
+    }
+    pthread_mutex_lock(&table_lock);
+    if (table_n == table_cap) {
+      int cap = table_cap ? 2 * table_cap : 16;
+      shm_alloc_t **t = realloc(table, (size_t)cap * sizeof *t);
+      if (t != NULL) {
+        table = t;
+        table_cap = cap;
+      }
+    }
+    ok = id < dom->cap && table_n < table_cap;
+    pthread_mutex_unlock(&table_lock);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dom->node);
+  }
+  if (!all_ok) {
+    if (win != MPI_WIN_NULL) {
+      MPI_Win_free(&win);
+    }
+    if (al != NULL) {
+      free(al->base);
+      free(al->size);
+      free(al);
+    }
+    if (dom->live == 0) {
+      ctx->shm = NULL;
+      domain_free(dom);
+      ctx->refs--; /* inside the context: it stays attached */
+    }
+    mpiar__context_leave(ctx);
+    return err != MPI_SUCCESS
+               ? mpiar__error(MPIAR_ERR_MPI, "mpiar_alloc: MPI_Win_allocate_shared of %zu bytes "
+                                             "failed (MPI error %d)",
+                              bytes, err)
+               : mpiar__error(MPIAR_ERR_NOMEM, "mpiar_alloc: no memory for the bookkeeping of a "
+                                               "window on some rank");
+  }
+  al->id = id;
+  al->win = win;
+  al->seg = seg;
+  al->mine = (char *)seg + ((64 - ((uintptr_t)seg & 63)) & 63);
+  void *mine = al->mine;
+  if (id == dom->nallocs) {
+    dom->nallocs++;
+  }
+  dom->allocs[id] = al;
+  dom->live++;
+  pthread_mutex_lock(&table_lock);
+  int at = table_find((uintptr_t)al->mine) + 1;
+  memmove(&table[at + 1], &table[at], (size_t)(table_n - at) * sizeof *table);
+  table[at] = al;
+  table_n++;
+  al->older = newest;
+  if (newest != NULL) {
+    newest->newer = al;
+  } else {
+    oldest = al;
+  }
+  newest = al;
+  __atomic_add_fetch(&mpiar__shm_live, 1, __ATOMIC_RELAXED);
+  if (finalize_keyval == MPI_KEYVAL_INVALID &&
+      MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, finalize_cb, &finalize_keyval, NULL) ==
+          MPI_SUCCESS) {
+    /* Set after the contexts' own attribute: MPI_Finalize deletes it first (reverse order). */
+    MPI_Comm_set_attr(MPI_COMM_SELF, finalize_keyval, NULL);
+  }
+  pthread_mutex_unlock(&table_lock);
+  /* The kept request of a blocking call may name this address from before (ordinary memory
+   * there once): the same-call shortcut must not take it past the path choice. */
+  __atomic_store_n(&ctx->kept.hash, 0, __ATOMIC_RELAXED);
+  mpiar__context_leave(ctx);
+  *ptr = mine;
+  return MPIAR_SUCCESS;
+}
+
+int mpiar_free(void *ptr) {
+  mpiar__error_clear();
+  if (ptr == NULL) {
+    return MPIAR_SUCCESS;
+  }
+  if (shm_finalized || mpiar__mpi_finalized()) {
+    return mpiar__error(MPIAR_ERR_MPI_STATE, "mpiar_free: MPI is already finalized");
+  }
+  pthread_mutex_lock(&table_lock);
+  int i = table_find((uintptr_t)ptr);
+  shm_alloc_t *al = i >= 0 && table[i]->mine == ptr ? table[i] : NULL;
+  pthread_mutex_unlock(&table_lock);
+  if (al == NULL) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG,
+                        "mpiar_free: %p is not the start of memory from mpiar_alloc (or it was "
+                        "freed already)",
+                        ptr);
+  }
+  alloc_release(al);
+  return MPIAR_SUCCESS;
+}
