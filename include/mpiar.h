@@ -129,6 +129,40 @@ int mpiar_bcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm
 int mpiar_bcast_ex(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                    const mpiar_options_t *opts);
 
+/**
+ * Reduce-scatter with equal blocks (MPI_Reduce_scatter_block): the ranks' @p sendbuf vectors of
+ * @p recvcount * p elements (p = the size of @p comm) are reduced element by element, and rank r
+ * receives block r (elements [r recvcount, (r + 1) recvcount) of the reduction) in @p recvbuf.
+ * With MPIAR_IN_PLACE as @p sendbuf, @p recvbuf holds the input (recvcount * p elements) and
+ * receives the result at its start (as MPI defines it); the rest of it is then undefined.
+ * Algorithms (options.algorithm): "ring", "recursive_halving", "direct", "repro_direct" or
+ * NULL/"auto" (the cost model; MPIAR_ALGORITHM and tuning files are allreduce's and do not apply
+ * here). In reproducible mode every element is the canonical reduction (mpiar_reduce_canonical())
+ * whatever the algorithm. Same context, argument check, deadline and failure rules as
+ * mpiar_allreduce(); @p sendbuf and @p recvbuf must not overlap unless in place.
+ */
+int mpiar_reduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm);
+
+/** mpiar_reduce_scatter_block() with per-call options (NULL = MPIAR_OPTIONS_INIT). */
+int mpiar_reduce_scatter_block_ex(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                  const mpiar_options_t *opts);
+
+/**
+ * Allgather with equal blocks (MPI_Allgather): rank r's @p count elements of @p sendbuf land in
+ * every rank's @p recvbuf at element r * count (@p recvbuf holds count * p elements). With
+ * MPIAR_IN_PLACE as @p sendbuf, each rank's block is already in @p recvbuf at r * count.
+ * Algorithms: "ring", "recursive_doubling", "bruck", "direct" or NULL/"auto" (the cost model).
+ * Every rank ends with bitwise identical results. Same rules as mpiar_allreduce().
+ */
+int mpiar_allgather(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                    MPI_Comm comm);
+
+/** mpiar_allgather() with per-call options (NULL = MPIAR_OPTIONS_INIT). */
+int mpiar_allgather_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                       MPI_Comm comm, const mpiar_options_t *opts);
+
 /** A request: an operation in progress or a persistent operation (opaque handle). */
 typedef struct mpiar_request *mpiar_request_t;
 
@@ -153,6 +187,15 @@ int mpiar_iallreduce(const void *sendbuf, void *recvbuf, size_t count, mpiar_dty
 int mpiar_ibcast(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                  const mpiar_options_t *opts, mpiar_request_t *req);
 
+/** Nonblocking reduce-scatter (see mpiar_iallreduce() and mpiar_reduce_scatter_block()). */
+int mpiar_ireduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                const mpiar_options_t *opts, mpiar_request_t *req);
+
+/** Nonblocking allgather (see mpiar_iallreduce() and mpiar_allgather()). */
+int mpiar_iallgather(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                     MPI_Comm comm, const mpiar_options_t *opts, mpiar_request_t *req);
+
 /**
  * Persistent allreduce: checks the arguments, selects the algorithm and builds (or finds) its plan
  * once, and returns an inactive request. mpiar_start() runs it again and again with the same
@@ -167,6 +210,15 @@ int mpiar_allreduce_init(const void *sendbuf, void *recvbuf, size_t count, mpiar
 /** Persistent broadcast (see mpiar_allreduce_init()). */
 int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                      const mpiar_options_t *opts, mpiar_request_t *req);
+
+/** Persistent reduce-scatter (see mpiar_allreduce_init()). */
+int mpiar_reduce_scatter_block_init(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                    const mpiar_options_t *opts, mpiar_request_t *req);
+
+/** Persistent allgather (see mpiar_allreduce_init()). */
+int mpiar_allgather_init(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                         MPI_Comm comm, const mpiar_options_t *opts, mpiar_request_t *req);
 
 /**
  * Start an inactive persistent request (collective: every rank starts it, in the same order as

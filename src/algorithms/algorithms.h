@@ -332,4 +332,63 @@ double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem
                                            size_t segment_bytes, const mpiar__cost_params_t *c,
                                            const mpiar__topology_t *topo);
 
+/*
+ * Reduce-scatter and allgather algorithms, for mpiar_reduce_scatter_block() and
+ * mpiar_allgather() (reduce_scatter.c, allgather.c). Their schedules' count is one rank's block
+ * c (equal blocks) and the builder sets the buffer shapes: reduce-scatter INPUT p c, OUTPUT c;
+ * allgather INPUT c, OUTPUT p c; in place both are OUTPUT's memory of p c (a reduce-scatter's
+ * result at its start, an allgather's own block at r c). A cost function's bytes are the whole
+ * vector's, p c elements. Same entry type as the allreduce registry; index is the position.
+ */
+void mpiar__shape_reduce_scatter(mpiar__schedule_t *s);
+void mpiar__shape_allgather(mpiar__schedule_t *s);
+/* The empty and one-rank reduce-scatter (sets the shape; *done as mpiar__build_trivial). */
+int mpiar__build_rs_trivial(mpiar__schedule_t *s, int *done);
+
+extern const mpiar__algorithm_t mpiar__reduce_scatter_algorithms[];
+extern const int mpiar__reduce_scatter_algorithm_count;
+extern const mpiar__algorithm_t mpiar__allgather_algorithms[];
+extern const int mpiar__allgather_algorithm_count;
+
+/* @return the reduce-scatter (allgather) entry named @p name, or NULL. */
+const mpiar__algorithm_t *mpiar__reduce_scatter_algorithm_find(const char *name);
+const mpiar__algorithm_t *mpiar__allgather_algorithm_find(const char *name);
+
+/*
+ * The reduce-scatter to run in reproducible mode instead of @p alg: @p alg where it yields the
+ * canonical order (integer types; p <= 2 for entries flagged PAIR_EXACT; CANONICAL entries), else
+ * repro_direct. Never NULL for a non-NULL @p alg.
+ */
+const mpiar__algorithm_t *mpiar__reduce_scatter_reproducible(const mpiar__algorithm_t *alg,
+                                                             int nranks, mpiar_dtype_t dtype);
+
+int mpiar__build_rs_ring(mpiar__schedule_t *s);
+int mpiar__build_rs_recursive_halving(mpiar__schedule_t *s);
+int mpiar__build_rs_direct(mpiar__schedule_t *s);
+int mpiar__build_repro_direct_rs(mpiar__schedule_t *s);
+double mpiar__cost_rs_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                           const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_rs_recursive_halving(int nranks, size_t bytes, size_t elem_size,
+                                        size_t segment_bytes, const mpiar__cost_params_t *c,
+                                        const mpiar__topology_t *topo);
+double mpiar__cost_rs_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                             const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_rs_repro_direct(int nranks, size_t bytes, size_t elem_size,
+                                   size_t segment_bytes, const mpiar__cost_params_t *c,
+                                   const mpiar__topology_t *topo);
+
+int mpiar__build_ag_ring(mpiar__schedule_t *s);
+int mpiar__build_ag_recursive_doubling(mpiar__schedule_t *s);
+int mpiar__build_ag_bruck(mpiar__schedule_t *s);
+int mpiar__build_ag_direct(mpiar__schedule_t *s);
+double mpiar__cost_ag_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                           const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_ag_recursive_doubling(int nranks, size_t bytes, size_t elem_size,
+                                         size_t segment_bytes, const mpiar__cost_params_t *c,
+                                         const mpiar__topology_t *topo);
+double mpiar__cost_ag_bruck(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                            const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_ag_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                             const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+
 #endif /* MPIAR_ALGORITHMS_H */

@@ -183,6 +183,34 @@ const mpiar__algorithm_t mpiar__bcast_algorithms[] = {
 const int mpiar__bcast_algorithm_count =
     (int)(sizeof mpiar__bcast_algorithms / sizeof mpiar__bcast_algorithms[0]);
 
+const mpiar__algorithm_t mpiar__reduce_scatter_algorithms[] = {
+    {"ring", mpiar__build_rs_ring, mpiar__cost_rs_ring, MPIAR__ALG_PAIR_EXACT,
+     "the ring's reduce-scatter half; p-1 messages, bandwidth-optimal; large messages",
+     .index = 0},
+    {"recursive_halving", mpiar__build_rs_recursive_halving, mpiar__cost_rs_recursive_halving,
+     MPIAR__ALG_PAIR_EXACT, "Rabenseifner's reduce-scatter half; log2(p) messages", .index = 1},
+    {"direct", mpiar__build_rs_direct, mpiar__cost_rs_direct, MPIAR__ALG_PAIR_EXACT,
+     "every block straight to its owner, reduced in rank order; small p", .index = 2},
+    {"repro_direct", mpiar__build_repro_direct_rs, mpiar__cost_rs_repro_direct,
+     MPIAR__ALG_CANONICAL | MPIAR__ALG_MANUAL,
+     "direct reduce-scatter in the canonical order (reproducible mode)", .index = 3},
+};
+const int mpiar__reduce_scatter_algorithm_count =
+    (int)(sizeof mpiar__reduce_scatter_algorithms / sizeof mpiar__reduce_scatter_algorithms[0]);
+
+const mpiar__algorithm_t mpiar__allgather_algorithms[] = {
+    {"ring", mpiar__build_ag_ring, mpiar__cost_ag_ring, 0,
+     "the ring's allgather half; p-1 messages, bandwidth-optimal; large messages", .index = 0},
+    {"recursive_doubling", mpiar__build_ag_recursive_doubling, mpiar__cost_ag_recursive_doubling,
+     0, "Rabenseifner's allgather half; log2(p) messages at powers of two", .index = 1},
+    {"bruck", mpiar__build_ag_bruck, mpiar__cost_ag_bruck, 0,
+     "Bruck's allgather: ceil(log2 p) messages at any p; small messages", .index = 2},
+    {"direct", mpiar__build_ag_direct, mpiar__cost_ag_direct, 0,
+     "every block straight to every rank; small p", .index = 3},
+};
+const int mpiar__allgather_algorithm_count =
+    (int)(sizeof mpiar__allgather_algorithms / sizeof mpiar__allgather_algorithms[0]);
+
 static const mpiar__algorithm_t *find_in(const mpiar__algorithm_t *list, int n, const char *name) {
   if (name == NULL) {
     return NULL;
@@ -314,6 +342,23 @@ const mpiar__algorithm_t *mpiar__algorithm_find_any(const char *name) {
 
 const mpiar__algorithm_t *mpiar__bcast_algorithm_find(const char *name) {
   return find_in(mpiar__bcast_algorithms, mpiar__bcast_algorithm_count, name);
+}
+
+const mpiar__algorithm_t *mpiar__reduce_scatter_algorithm_find(const char *name) {
+  return find_in(mpiar__reduce_scatter_algorithms, mpiar__reduce_scatter_algorithm_count, name);
+}
+
+const mpiar__algorithm_t *mpiar__allgather_algorithm_find(const char *name) {
+  return find_in(mpiar__allgather_algorithms, mpiar__allgather_algorithm_count, name);
+}
+
+const mpiar__algorithm_t *mpiar__reduce_scatter_reproducible(const mpiar__algorithm_t *alg,
+                                                             int nranks, mpiar_dtype_t dtype) {
+  if (alg == NULL || !mpiar__dtype_is_float(dtype) || (alg->flags & MPIAR__ALG_CANONICAL) ||
+      (nranks <= 2 && (alg->flags & MPIAR__ALG_PAIR_EXACT))) {
+    return alg;
+  }
+  return mpiar__reduce_scatter_algorithm_find("repro_direct");
 }
 
 int mpiar_algorithm_count(void) {

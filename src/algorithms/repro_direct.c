@@ -63,6 +63,7 @@ typedef struct rd {
   mpiar__schedule_t *s;
   int p, r, rem, next, prev;
   size_t n, seg, maxseg, mylen, myoff;
+  size_t outoff;  /* where OUTPUT receives block r: myoff, or 0 for a reduce-scatter */
   long *rs_send;  /* per (block, segment): the reduce-scatter send of this rank's piece */
   long *leaf;     /* per (k - 1, segment): the receive of rank r-k's piece of block r */
   long *holds;    /* per (block, segment): the step after which OUTPUT holds it final */
@@ -177,7 +178,7 @@ static node_t leaf_of(const rd_t *st, int x, size_t g) {
 /* a op b, a first; written to OUTPUT's block r on the path of rank r's own piece, else over a. */
 static int combine(rd_t *st, node_t a, node_t b, int mine, size_t g, node_t *out) {
   const size_t len = seg_len(st->mylen, g, st->seg);
-  out->at = mine ? mpiar__out(st->myoff + seg_off(g, st->seg)) : a.at;
+  out->at = mine ? mpiar__out(st->outoff + seg_off(g, st->seg)) : a.at;
   const long deps[] = {a.id, b.id};
   out->id = mpiar__sched_reduce(st->s, out->at, a.at, b.at, len, deps, 2);
   return out->id < 0 ? (int)out->id : MPIAR_SUCCESS;
@@ -252,10 +253,12 @@ cleanup:
   return rc;
 }
 
-int mpiar__build_repro_direct(mpiar__schedule_t *s) {
+/* The allreduce (rs 0) or its reduce-scatter half alone (rs 1: count is one block). */
+static int build(mpiar__schedule_t *s, int rs) {
   int rc = MPIAR_SUCCESS, done = 0;
   rd_t st = {0};
-  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  long *copy_deps = NULL;
+  MPIAR__CHECK(rs ? mpiar__build_rs_trivial(s, &done) : mpiar__build_trivial(s, &done));
   if (done) {
     return MPIAR_SUCCESS;
   }
@@ -265,11 +268,14 @@ int mpiar__build_repro_direct(mpiar__schedule_t *s) {
   st.rem = st.p - mpiar__pof2_floor(st.p);
   st.next = (st.r + 1) % st.p;
   st.prev = (st.r + st.p - 1) % st.p;
-  st.n = s->count;
+  st.n = rs ? (size_t)st.p * s->count : s->count;
   st.seg = s->segment_elems;
   st.maxseg = nsegs(mpiar__block_len(st.n, st.p, 0), st.seg);
   st.mylen = mpiar__block_len(st.n, st.p, st.r);
   st.myoff = mpiar__block_off(st.n, st.p, st.r);
+  /* A reduce-scatter's OUTPUT is one block, except in place, where block r is computed where
+   * its input lies and copied to the start once block 0 has been sent. */
+  st.outoff = rs && !s->in_place ? 0 : st.myoff;
   const size_t cells = (size_t)st.p * st.maxseg;
   st.rs_send = malloc(cells * sizeof *st.rs_send);
   st.leaf = malloc(cells * sizeof *st.leaf);
@@ -285,14 +291,37 @@ int mpiar__build_repro_direct(mpiar__schedule_t *s) {
   s->scratch_elems = (size_t)(st.p - 1) * st.mylen;
   MPIAR__CHECK(scatter(&st));
   MPIAR__CHECK(reduce_block(&st));
-  MPIAR__CHECK(gather(&st));
+  if (!rs) {
+    MPIAR__CHECK(gather(&st));
+  } else if (s->in_place && st.r != 0) {
+    copy_deps = malloc(2 * st.maxseg * sizeof *copy_deps);
+    if (copy_deps == NULL) {
+      MPIAR__FAIL(MPIAR_ERR_NOMEM, "repro_direct reduce-scatter schedule");
+    }
+    for (size_t g = 0; g < st.maxseg; g++) {
+      copy_deps[2 * g] = st.holds[(size_t)st.r * st.maxseg + g];
+      copy_deps[2 * g + 1] = st.rs_send[g]; /* block 0's pieces, read where the result goes */
+    }
+    long id;
+    MPIAR__STEP(id, mpiar__sched_copy(s, mpiar__out(0), mpiar__out(st.myoff), st.mylen,
+                                      copy_deps, 2 * st.maxseg));
+  }
 cleanup:
+  free(copy_deps);
   free(st.rs_send);
   free(st.leaf);
   free(st.holds);
   free(st.tonext);
   free(st.fromprev);
   return rc;
+}
+
+int mpiar__build_repro_direct(mpiar__schedule_t *s) {
+  return build(s, 0);
+}
+
+int mpiar__build_repro_direct_rs(mpiar__schedule_t *s) {
+  return build(s, 1);
 }
 
 double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

@@ -108,10 +108,52 @@ static const struct coll_args {
   const char *name; /* in MPIAR_DEBUG lines */
   int send_buffer;  /* a send buffer besides the receive buffer (or MPIAR_IN_PLACE) */
   int root;         /* a root rank, checked against the communicator */
+  int reduces;      /* the operation applies (else the call key and signature hold none) */
+  /* The buffers' sizes, in count elements (1) or count elements per rank (the communicator's
+   * size, 0 here): a call with a per-rank buffer checks overlap once it knows the size. */
+  int send_blocks, recv_blocks;
 } coll_args[] = {
-    [MPIAR__COLL_ALLREDUCE] = {"allreduce", 1, 0},
-    [MPIAR__COLL_BCAST] = {"bcast", 0, 1},
+    [MPIAR__COLL_ALLREDUCE] = {"allreduce", 1, 0, 1, 1, 1},
+    [MPIAR__COLL_BCAST] = {"bcast", 0, 1, 0, 1, 1},
+    [MPIAR__COLL_REDUCE_SCATTER] = {"reduce_scatter_block", 1, 0, 1, 0, 1},
+    [MPIAR__COLL_ALLGATHER] = {"allgather", 1, 0, 0, 1, 0},
 };
+
+/* In place: MPIAR_IN_PLACE, or (where the input is read from the receive buffer's start) the
+ * receive buffer itself; an allgather's block sits at the rank's place instead. */
+static inline int call_in_place(const call_t *c) {
+  return !coll_args[c->coll].send_buffer || c->in == MPIAR_IN_PLACE ||
+         (c->in == c->out && c->coll != MPIAR__COLL_ALLGATHER);
+}
+
+/* Partial overlap of a send buffer of @p sb bytes and a receive buffer of @p rb bytes. */
+static int check_overlap(const call_t *c, size_t sb, size_t rb) {
+  uintptr_t s = (uintptr_t)c->in, r = (uintptr_t)c->out;
+  if (s < r + rb && r < s + sb) {
+    return mpiar__error(MPIAR_ERR_OVERLAP,
+                        "%s: send buffer %p (%zu bytes) and receive buffer %p (%zu bytes) overlap",
+                        c->fn, c->in, sb, (void *)c->out, rb);
+  }
+  return MPIAR_SUCCESS;
+}
+
+/* The checks of a call whose buffers hold count elements per rank, on @p nranks ranks. */
+static int check_rank_buffers(const call_t *c, int nranks) {
+  const struct coll_args *a = &coll_args[c->coll];
+  if (a->send_blocks && a->recv_blocks) {
+    return MPIAR_SUCCESS; /* checked with the others */
+  }
+  size_t es = mpiar_dtype_size(c->dtype);
+  if (c->count > SIZE_MAX / es / (size_t)nranks / 2) {
+    return mpiar__error(MPIAR_ERR_INVALID_ARG, "%s: %zu elements per rank on %d ranks overflow",
+                        c->fn, c->count, nranks);
+  }
+  if (call_in_place(c) || c->count == 0) {
+    return MPIAR_SUCCESS;
+  }
+  size_t block = c->count * es, all = block * (size_t)nranks;
+  return check_overlap(c, a->send_blocks ? block : all, a->recv_blocks ? block : all);
+}
 
 /* Checks that need no communicator: settings, datatype, count, buffers, operation. */
 static int check_args(const call_t *c, const mpiar__settings_t **set) {
@@ -128,15 +170,15 @@ static int check_args(const call_t *c, const mpiar__settings_t **set) {
     return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL buffer with count %zu", c->fn, c->count);
   }
   if (coll_args[c->coll].send_buffer) {
-    int in_place = c->in == MPIAR_IN_PLACE || c->in == c->out;
-    if (!in_place && c->count > 0) {
+    if (!call_in_place(c) && c->count > 0) {
       if (c->in == NULL) {
         return mpiar__error(MPIAR_ERR_NULL_BUFFER, "%s: NULL send buffer with count %zu", c->fn,
                             c->count);
       }
       size_t bytes = c->count * es;
       uintptr_t s = (uintptr_t)c->in, r = (uintptr_t)c->out;
-      if (s < r + bytes && r < s + bytes) {
+      if (coll_args[c->coll].send_blocks && coll_args[c->coll].recv_blocks && s < r + bytes &&
+          r < s + bytes) {
         return mpiar__error(MPIAR_ERR_OVERLAP,
                             "%s: send buffer %p and receive buffer %p overlap partially over %zu "
                             "bytes",
@@ -204,7 +246,7 @@ static inline mpiar__call_key_t call_key(const call_t *c, int in_place, int repr
       .coll = c->coll,
       .root = c->coll == MPIAR__COLL_BCAST ? c->root : -1,
       .dtype = c->dtype,
-      .op = c->coll == MPIAR__COLL_ALLREDUCE ? c->op : MPIAR_SUM,
+      .op = coll_args[c->coll].reduces ? c->op : MPIAR_SUM,
       .in_place = in_place,
       .reproducible = reproducible,
       .settings = settings,
@@ -223,6 +265,9 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
   int rc;
   if (c->coll == MPIAR__COLL_BCAST) {
     rc = mpiar__select_bcast(c->opts.algorithm, bytes, es, ctx->eng.size, &choice.alg);
+  } else if (c->coll != MPIAR__COLL_ALLREDUCE) { /* bytes of the whole vector, p blocks */
+    rc = mpiar__select_rsag(c->coll, c->opts.algorithm, bytes * (size_t)ctx->eng.size, es,
+                            ctx->eng.size, &choice.alg);
   } else {
     int automatic = (c->opts.algorithm == NULL || strcmp(c->opts.algorithm, "auto") == 0) &&
                     c->opts.segment_bytes == 0 && set->algorithm[0] == '\0' &&
@@ -240,6 +285,8 @@ static int find_plan(const call_t *c, mpiar__context_t *ctx, const mpiar__settin
     /* The canonical order whatever was selected: the algorithm or its reproducible replacement
      * (which keeps the segment size). */
     alg = mpiar__algorithm_reproducible(alg, ctx->eng.size, c->dtype);
+  } else if (k->reproducible && c->coll == MPIAR__COLL_REDUCE_SCATTER) {
+    alg = mpiar__reduce_scatter_reproducible(alg, ctx->eng.size, c->dtype);
   }
   mpiar__plan_key_t key = {
       .coll = c->coll,
@@ -298,7 +345,10 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
                       c->fn, c->root, ctx->eng.size);
     goto fail;
   }
-  int in_place = !coll_args[c->coll].send_buffer || c->in == MPIAR_IN_PLACE || c->in == c->out;
+  if ((rc = check_rank_buffers(c, ctx->eng.size)) != MPIAR_SUCCESS) {
+    goto fail;
+  }
+  int in_place = call_in_place(c);
   if (MPIAR__UNLIKELY(ctx->shm != NULL) && c->coll == MPIAR__COLL_ALLREDUCE && !p->persistent) {
     /* Buffers in mpiar_alloc memory of this communicator: the zero-copy path. */
     p->sc = (mpiar__shm_call_t){.in = in_place ? NULL : c->in, .out = c->out, .count = c->count,
@@ -354,7 +404,7 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
   r->dtype = c->dtype;
   /* AVG travels as a sum and is divided by the final reduction of each element. */
   r->kop = c->op == MPIAR_AVG ? MPIAR_SUM : c->op;
-  r->average = c->coll == MPIAR__COLL_ALLREDUCE && c->op == MPIAR_AVG;
+  r->average = coll_args[c->coll].reduces && c->op == MPIAR_AVG;
   r->in = c->in;
   r->out = c->out;
   r->base[MPIAR__BUF_INPUT] = (char *)(in_place ? c->out : c->in);
@@ -367,7 +417,7 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
     r->signature[1] = (uint64_t)c->count;
     r->signature[2] = (uint64_t)plan->key.elem_size;
     r->signature[3] = (uint64_t)c->dtype;
-    r->signature[4] = c->coll == MPIAR__COLL_ALLREDUCE ? (uint64_t)c->op : 0;
+    r->signature[4] = coll_args[c->coll].reduces ? (uint64_t)c->op : 0;
     r->signature[5] = e->alg_index;
     r->signature[6] = (uint64_t)plan->key.segment_elems;
     r->signature[7] = c->coll == MPIAR__COLL_BCAST ? (uint64_t)c->root : UINT64_MAX;
@@ -572,6 +622,73 @@ int mpiar_allreduce_init(const void *sendbuf, void *recvbuf, size_t count, mpiar
 int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI_Comm comm,
                      const mpiar_options_t *opts, mpiar_request_t *req) {
   call_t c = BCAST_CALL("mpiar_bcast_init", buf, count, dtype, root, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
+}
+
+#define RS_CALL(name, send, recv, n, t, o, cm)                                                  \
+  {                                                                                            \
+    .coll = MPIAR__COLL_REDUCE_SCATTER, .fn = name, .in = (send), .out = (recv), .count = (n), \
+    .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                          \
+  }
+#define AG_CALL(name, send, recv, n, t, cm)                                                \
+  {                                                                                        \
+    .coll = MPIAR__COLL_ALLGATHER, .fn = name, .in = (send), .out = (recv), .count = (n), \
+    .dtype = (t), .op = MPIAR_SUM, .root = -1, .comm = (cm)                                \
+  }
+
+int mpiar_reduce_scatter_block_ex(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                  mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                  const mpiar_options_t *opts) {
+  call_t c = RS_CALL("mpiar_reduce_scatter_block", sendbuf, recvbuf, recvcount, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c, 0);
+}
+
+int mpiar_reduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                               mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm) {
+  return mpiar_reduce_scatter_block_ex(sendbuf, recvbuf, recvcount, dtype, op, comm, NULL);
+}
+
+int mpiar_ireduce_scatter_block(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c = RS_CALL("mpiar_ireduce_scatter_block", sendbuf, recvbuf, recvcount, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 0, req);
+}
+
+int mpiar_reduce_scatter_block_init(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                    mpiar_dtype_t dtype, mpiar_op_t op, MPI_Comm comm,
+                                    const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c =
+      RS_CALL("mpiar_reduce_scatter_block_init", sendbuf, recvbuf, recvcount, dtype, op, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
+}
+
+int mpiar_allgather_ex(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                       MPI_Comm comm, const mpiar_options_t *opts) {
+  call_t c = AG_CALL("mpiar_allgather", sendbuf, recvbuf, count, dtype, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_blocking(&c, 0);
+}
+
+int mpiar_allgather(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                    MPI_Comm comm) {
+  return mpiar_allgather_ex(sendbuf, recvbuf, count, dtype, comm, NULL);
+}
+
+int mpiar_iallgather(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                     MPI_Comm comm, const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c = AG_CALL("mpiar_iallgather", sendbuf, recvbuf, count, dtype, comm);
+  int rc = start_call(&c, opts);
+  return rc != MPIAR_SUCCESS ? rc : run_request(&c, 0, req);
+}
+
+int mpiar_allgather_init(const void *sendbuf, void *recvbuf, size_t count, mpiar_dtype_t dtype,
+                         MPI_Comm comm, const mpiar_options_t *opts, mpiar_request_t *req) {
+  call_t c = AG_CALL("mpiar_allgather_init", sendbuf, recvbuf, count, dtype, comm);
   int rc = start_call(&c, opts);
   return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
 }

@@ -352,6 +352,14 @@ void mpiar__selector_init(mpiar__context_t *ctx, const mpiar__tuning_t *t, int a
 int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, int nranks,
                         const mpiar__algorithm_t **alg);
 
+/*
+ * Reduce-scatter (@p coll MPIAR__COLL_REDUCE_SCATTER) or allgather selection: per-call name, else
+ * the cheapest automatic entry under the built-in cost model for @p bytes of the whole vector
+ * (p blocks). MPIAR_ALGORITHM and tuning files are allreduce's and do not apply.
+ */
+int mpiar__select_rsag(int coll, const char *requested, size_t bytes, size_t elem_size,
+                       int nranks, const mpiar__algorithm_t **alg);
+
 /* Check MPIAR_ALGORITHM against the registry (every call does, whatever its options). */
 int mpiar__check_env_algorithm(const mpiar__settings_t *set);
 

@@ -199,10 +199,21 @@ const char *mpiar__check_describe(const uint64_t *acc, int f, int which, char *b
   } else if (f == 5 && acc[0] == MPIAR__COLL_BCAST) {
     snprintf(buf, len, "%s",
              v < (uint64_t)mpiar__bcast_algorithm_count ? mpiar__bcast_algorithms[v].name : "?");
+  } else if (f == 5 && acc[0] == MPIAR__COLL_REDUCE_SCATTER) {
+    snprintf(buf, len, "%s",
+             v < (uint64_t)mpiar__reduce_scatter_algorithm_count
+                 ? mpiar__reduce_scatter_algorithms[v].name
+                 : "?");
+  } else if (f == 5 && acc[0] == MPIAR__COLL_ALLGATHER) {
+    snprintf(buf, len, "%s",
+             v < (uint64_t)mpiar__allgather_algorithm_count ? mpiar__allgather_algorithms[v].name
+                                                            : "?");
   } else if (f == 5 && v <= UINT32_MAX && mpiar__algorithm_at((unsigned)v) != NULL) {
     snprintf(buf, len, "%s", mpiar__algorithm_at((unsigned)v)->name);
   } else if (f == 0) {
-    snprintf(buf, len, "%s", v == MPIAR__COLL_BCAST ? "bcast" : "allreduce");
+    static const char *const colls[] = {"allreduce", "bcast", "reduce_scatter_block",
+                                        "allgather"};
+    snprintf(buf, len, "%s", v < sizeof colls / sizeof colls[0] ? colls[v] : "?");
   } else if (f == 7 && v == UINT64_MAX) {
     snprintf(buf, len, "none");
   } else {

@@ -442,3 +442,39 @@ int mpiar__select_bcast(const char *requested, size_t bytes, size_t elem_size, i
   }
   return MPIAR_SUCCESS;
 }
+
+int mpiar__select_rsag(int coll, const char *requested, size_t bytes, size_t elem_size,
+                       int nranks, const mpiar__algorithm_t **alg) {
+  const int rs = coll == MPIAR__COLL_REDUCE_SCATTER;
+  const mpiar__algorithm_t *list = rs ? mpiar__reduce_scatter_algorithms
+                                      : mpiar__allgather_algorithms;
+  const int n = rs ? mpiar__reduce_scatter_algorithm_count : mpiar__allgather_algorithm_count;
+  if (requested != NULL && strcmp(requested, "auto") != 0) {
+    *alg = rs ? mpiar__reduce_scatter_algorithm_find(requested)
+              : mpiar__allgather_algorithm_find(requested);
+    if (*alg == NULL) {
+      char names[256] = "";
+      size_t used = 0;
+      for (int i = 0; i < n && used < sizeof names; i++) {
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s, ", list[i].name);
+      }
+      return mpiar__error(MPIAR_ERR_UNKNOWN_ALGORITHM, "unknown %s algorithm '%s' (%sor auto)",
+                          rs ? "reduce-scatter" : "allgather", requested, names);
+    }
+    return MPIAR_SUCCESS;
+  }
+  double best = INFINITY;
+  *alg = &list[0];
+  for (int i = 0; i < n; i++) {
+    const mpiar__algorithm_t *a = &list[i];
+    if (a->flags & MPIAR__ALG_MANUAL) {
+      continue;
+    }
+    double t = a->cost(nranks, bytes, elem_size, 0, &builtin_params, NULL);
+    if (t < best * (1.0 - 1e-9)) {
+      best = t;
+      *alg = a;
+    }
+  }
+  return MPIAR_SUCCESS;
+}

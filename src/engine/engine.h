@@ -43,7 +43,12 @@ enum {
   MPIAR__CTL_CHECK = 16  /* + round: argument agreement (MPIAR_CHECK) */
 };
 
-typedef enum mpiar__coll { MPIAR__COLL_ALLREDUCE = 0, MPIAR__COLL_BCAST } mpiar__coll_t;
+typedef enum mpiar__coll {
+  MPIAR__COLL_ALLREDUCE = 0,
+  MPIAR__COLL_BCAST,
+  MPIAR__COLL_REDUCE_SCATTER, /* count: one rank's block (reduce_scatter.c) */
+  MPIAR__COLL_ALLGATHER       /* count: one rank's block (allgather.c) */
+} mpiar__coll_t;
 
 /* What a schedule depends on: everything but the buffers, the datatype and the operation. */
 typedef struct mpiar__plan_key {

@@ -23,6 +23,7 @@ void mpiar__schedule_init(mpiar__schedule_t *s, int rank, int nranks, size_t cou
   s->root = -1;
   s->algorithm = algorithm;
   s->segment_elems = segment_elems;
+  s->in_elems = s->out_elems = count;
 }
 
 void mpiar__schedule_destroy(mpiar__schedule_t *s) {

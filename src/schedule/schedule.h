@@ -73,6 +73,12 @@ typedef struct mpiar__schedule {
    * builders read it, and one topology serves every schedule of a communicator.
    */
   const mpiar__topology_t *topo;
+  /*
+   * Elements of INPUT and OUTPUT: both `count` (allreduce, broadcast) unless the builder sets
+   * them. Reduce-scatter and allgather, whose `count` is one rank's block, set them to the
+   * shapes of mpiar__shape_reduce_scatter() / mpiar__shape_allgather() (src/algorithms).
+   */
+  size_t in_elems, out_elems;
 
   mpiar__step_t *steps;
   size_t nsteps, steps_cap;

@@ -41,7 +41,6 @@ static int cmp_access(const void *x, const void *y) {
 #define MAX_HAZARD_STEPS 16384
 
 int mpiar__sim_check_schedule(const mpiar__schedule_t *s, int hazards, char *err, size_t errlen) {
-  const size_t n = s->count;
   access_t *acc = malloc((3 * s->nsteps + 1) * sizeof *acc);
   uint64_t *anc = NULL;
   size_t nacc = 0;
@@ -77,7 +76,9 @@ int mpiar__sim_check_schedule(const mpiar__schedule_t *s, int hazards, char *err
         snprintf(err, errlen, "rank %d step %zu: operand %d names no buffer", s->rank, i, k);
         goto cleanup;
       }
-      size_t limit = buf == MPIAR__BUF_SCRATCH ? s->scratch_elems : n;
+      size_t limit = buf == MPIAR__BUF_SCRATCH ? s->scratch_elems
+                     : buf == MPIAR__BUF_INPUT  ? s->in_elems
+                                                : s->out_elems;
       if (ops[k].off > limit || st->count > limit - ops[k].off) {
         snprintf(err, errlen, "rank %d step %zu: %s[%zu..%zu) outside its %zu elements", s->rank, i,
                  bufname(buf), ops[k].off, ops[k].off + st->count, limit);

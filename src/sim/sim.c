@@ -867,8 +867,18 @@ static void put_nan(void *p, mpiar_dtype_t d, size_t i, int r) {
   }
 }
 
+/* Elements of a rank's input and output (out of place: in place the output holds the larger). */
+static size_t in_elems(const mpiar__sim_config_t *cfg) {
+  return cfg->collective == MPIAR__SIM_REDUCE_SCATTER ? (size_t)cfg->nranks * cfg->count
+                                                      : cfg->count;
+}
+
+static size_t out_elems(const mpiar__sim_config_t *cfg) {
+  return cfg->collective == MPIAR__SIM_ALLGATHER ? (size_t)cfg->nranks * cfg->count : cfg->count;
+}
+
 static void fill_input(const mpiar__sim_config_t *cfg, int r, unsigned char *buf) {
-  const size_t n = cfg->count, es = mpiar_dtype_size(cfg->dtype);
+  const size_t n = in_elems(cfg), es = mpiar_dtype_size(cfg->dtype);
   uint64_t st = cfg->seed * 0x100000001B3ull + (uint64_t)r * 0xD1B54A32D192ED03ull;
   if (!is_float(cfg->dtype)) {
     for (size_t i = 0; i < n; i++) {
@@ -901,12 +911,12 @@ static double unit_roundoff(mpiar_dtype_t d) {
   }
 }
 
-/* Compare rank 0's result with a reference built from the original inputs. */
-static int verify_reference(sim_t *m) {
+/* Compare @p res (n elements) with a reference built from the original inputs' elements
+ * [off, off + n): rank 0's result of an allreduce, or one rank's block of a reduce-scatter. */
+static int verify_reference(sim_t *m, const unsigned char *res, size_t off, size_t n) {
   const mpiar__sim_config_t *cfg = m->cfg;
-  const size_t n = cfg->count, es = m->es;
+  const size_t es = m->es;
   const int p = m->p;
-  const unsigned char *res = m->out[0];
   const int exact = !is_float(cfg->dtype) || cfg->op == MPIAR_MIN || cfg->op == MPIAR_MAX;
   if (exact) {
     /* Integer operations wrap and are associative and commutative; MIN/MAX pick an input. */
@@ -914,9 +924,9 @@ static int verify_reference(sim_t *m) {
     if (acc == NULL) {
       return fail(m, "out of memory (reference)");
     }
-    memcpy(acc, m->orig[0], n * es);
+    memcpy(acc, m->orig[0] + off * es, n * es);
     for (int r = 1; r < p; r++) {
-      mpiar__reduce(acc, acc, m->orig[r], n, cfg->dtype, cfg->op);
+      mpiar__reduce(acc, acc, m->orig[r] + off * es, n, cfg->dtype, cfg->op);
     }
     for (size_t i = 0; i < n; i++) {
       if (memcmp(acc + i * es, res + i * es, es) != 0 &&
@@ -935,7 +945,7 @@ static int verify_reference(sim_t *m) {
   for (size_t i = 0; i < n; i++) {
     double ref = cfg->op == MPIAR_PROD ? 1.0 : 0.0, mag = 0.0;
     for (int r = 0; r < p; r++) {
-      double x = get_f(m->orig[r], cfg->dtype, i);
+      double x = get_f(m->orig[r] + off * es, cfg->dtype, i);
       ref = cfg->op == MPIAR_PROD ? ref * x : ref + x;
       mag += fabs(x);
     }
@@ -967,11 +977,12 @@ static int verify_reference(sim_t *m) {
   return 0;
 }
 
-/* Every bit of rank 0's result (the others equal it) against the caller's expected result. */
-static int verify_expected(sim_t *m) {
+/* Every bit of @p got (n elements: rank 0's result, the others equal it, or one rank's block)
+ * against the caller's expected result from element @p off. */
+static int verify_expected(sim_t *m, const unsigned char *got, size_t off, size_t n) {
   const mpiar__sim_config_t *cfg = m->cfg;
-  const size_t n = cfg->count, es = m->es;
-  const unsigned char *want = cfg->expect, *got = m->out[0];
+  const size_t es = m->es;
+  const unsigned char *want = (const unsigned char *)cfg->expect + off * es;
   for (size_t i = 0; i < n; i++) {
     if (memcmp(got + i * es, want + i * es, es) != 0) {
       uint64_t g = 0, w = 0;
@@ -990,7 +1001,7 @@ static int verify(sim_t *m) {
   const size_t n = cfg->count, es = m->es;
   for (int r = 0; r < m->p; r++) {
     if (m->out_init[r] != NULL) {
-      const uint8_t *hole = memchr(m->out_init[r], 0, n);
+      const uint8_t *hole = memchr(m->out_init[r], 0, out_elems(cfg));
       if (hole != NULL) {
         return fail(m, "%s: rank %d never wrote output element %zu", cfg->algorithm->name, r,
                     (size_t)(hole - m->out_init[r]));
@@ -1005,6 +1016,33 @@ static int verify(sim_t *m) {
     }
     return 0;
   }
+  if (cfg->collective == MPIAR__SIM_ALLGATHER) {
+    for (int r = 0; r < m->p; r++) {
+      for (int q = 0; q < m->p; q++) {
+        if (memcmp(m->out[r] + (size_t)q * n * es, m->orig[q], n * es) != 0) {
+          return fail(m, "%s p=%d n=%zu: rank %d does not hold rank %d's block",
+                      cfg->algorithm->name, m->p, n, r, q);
+        }
+      }
+    }
+    return 0;
+  }
+  if (cfg->collective == MPIAR__SIM_REDUCE_SCATTER) {
+    for (int r = 0; r < m->p; r++) {
+      const size_t off = (size_t)r * n;
+      int rc = cfg->expect != NULL ? verify_expected(m, m->out[r], off, n)
+                                   : verify_reference(m, m->out[r], off, n);
+      if (rc != 0) {
+        return rc;
+      }
+    }
+    if (cfg->result != NULL) {
+      for (int r = 0; r < m->p; r++) {
+        memcpy((unsigned char *)cfg->result + (size_t)r * n * es, m->out[r], n * es);
+      }
+    }
+    return 0;
+  }
   for (int r = 1; r < m->p; r++) {
     if (memcmp(m->out[r], m->out[0], n * es) != 0) {
       size_t i = 0;
@@ -1015,7 +1053,8 @@ static int verify(sim_t *m) {
                   cfg->algorithm->name, m->p, n, r, i);
     }
   }
-  int rc = cfg->expect != NULL ? verify_expected(m) : verify_reference(m);
+  int rc = cfg->expect != NULL ? verify_expected(m, m->out[0], 0, n)
+                               : verify_reference(m, m->out[0], 0, n);
   if (rc == 0 && cfg->result != NULL) {
     memcpy(cfg->result, m->out[0], n * es);
   }
@@ -1068,7 +1107,10 @@ static void free_sim(sim_t *m) {
 static int setup_data(sim_t *m) {
   const mpiar__sim_config_t *cfg = m->cfg;
   const int p = m->p, bcast = cfg->collective == MPIAR__SIM_BCAST;
-  const size_t nb = cfg->count * m->es;
+  const int ag = cfg->collective == MPIAR__SIM_ALLGATHER;
+  const size_t in_n = in_elems(cfg), out_n = out_elems(cfg), nb = in_n * m->es;
+  /* The output buffer: in place the larger of the two shapes (they are one buffer). */
+  const size_t ob = (cfg->in_place && !bcast && in_n > out_n ? in_n : out_n) * m->es;
   m->in = calloc((size_t)p, sizeof *m->in);
   m->out = calloc((size_t)p, sizeof *m->out);
   m->orig = calloc((size_t)p, sizeof *m->orig);
@@ -1082,7 +1124,7 @@ static int setup_data(sim_t *m) {
   for (int r = 0; r < p; r++) {
     const size_t sc = m->sched[r].scratch_elems;
     m->orig[r] = malloc(nb + 1);
-    m->out[r] = malloc(nb + 1);
+    m->out[r] = malloc(ob + 1);
     m->tmp[r] = malloc(sc * m->es + 1);
     m->tmp_init[r] = calloc(sc + 1, 1);
     if (!m->orig[r] || !m->out[r] || !m->tmp[r] || !m->tmp_init[r]) {
@@ -1094,15 +1136,24 @@ static int setup_data(sim_t *m) {
       fill_input(cfg, r, m->orig[r]);
     }
     /* Untouched memory holds a pattern, so that a read the init map misses still shows. */
-    memset(m->out[r], 0xA5, nb);
+    memset(m->out[r], 0xA5, ob);
     memset(m->tmp[r], 0x5A, sc * m->es);
     const int holds_input = bcast ? r == cfg->root : cfg->in_place;
-    if (holds_input) {
+    if (holds_input && ag) {
+      /* An allgather in place: this rank's block already at r count, the rest unwritten. */
+      memcpy(m->out[r] + (size_t)r * nb, m->orig[r], nb);
+      m->in[r] = m->out[r];
+      m->out_init[r] = calloc(out_n + 1, 1);
+      if (m->out_init[r] == NULL) {
+        return -1;
+      }
+      memset(m->out_init[r] + (size_t)r * in_n, 1, in_n);
+    } else if (holds_input) {
       memcpy(m->out[r], m->orig[r], nb);
       m->in[r] = m->out[r];
     } else {
       m->in[r] = m->orig[r];
-      m->out_init[r] = calloc(cfg->count + 1, 1);
+      m->out_init[r] = calloc(out_n + 1, 1);
       if (m->out_init[r] == NULL) {
         return -1;
       }
@@ -1252,8 +1303,10 @@ int mpiar__sim_run(const mpiar__sim_config_t *cfg, mpiar__sim_result_t *res) {
   m->es = mpiar_dtype_size(cfg->dtype);
   if (cfg->algorithm == NULL || cfg->nranks < 1 || m->es == 0 ||
       (cfg->collective == MPIAR__SIM_BCAST && (cfg->root < 0 || cfg->root >= cfg->nranks)) ||
-      (cfg->collective == MPIAR__SIM_ALLREDUCE && cfg->data &&
-       !mpiar_op_supported(cfg->dtype, cfg->op))) {
+      cfg->collective < MPIAR__SIM_ALLREDUCE || cfg->collective > MPIAR__SIM_ALLGATHER ||
+      ((cfg->collective == MPIAR__SIM_ALLREDUCE ||
+        cfg->collective == MPIAR__SIM_REDUCE_SCATTER) &&
+       cfg->data && !mpiar_op_supported(cfg->dtype, cfg->op))) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG, "invalid simulation parameters");
   }
   if (cfg->topology != NULL && cfg->topology->nranks != cfg->nranks) {

@@ -47,7 +47,11 @@
 
 typedef enum mpiar__sim_collective {
   MPIAR__SIM_ALLREDUCE = 0,
-  MPIAR__SIM_BCAST
+  MPIAR__SIM_BCAST,
+  /* count is one rank's block c: INPUT p c and OUTPUT c (reduce-scatter), INPUT c and OUTPUT
+   * p c (allgather); in place OUTPUT holds p c (see algorithms.h) */
+  MPIAR__SIM_REDUCE_SCATTER,
+  MPIAR__SIM_ALLGATHER
 } mpiar__sim_collective_t;
 
 typedef struct mpiar__sim_config {
@@ -56,8 +60,9 @@ typedef struct mpiar__sim_config {
   int nranks;
   size_t count;
   mpiar_dtype_t dtype;
-  mpiar_op_t op; /* allreduce only; AVG runs SUM, divided by nranks at the final reductions */
-  int in_place;  /* allreduce only; broadcast is always in place */
+  mpiar_op_t op; /* allreduce and reduce-scatter; AVG runs SUM, divided by nranks at the final
+                    reductions */
+  int in_place;  /* not broadcast, which is always in place */
   int root;      /* broadcast only */
   size_t segment_elems;
   int data;          /* 1: real data and result checks; 0: matching and timing only */
@@ -66,14 +71,17 @@ typedef struct mpiar__sim_config {
   uint64_t seed;
   mpiar__cost_params_t cost;
   /*
-   * Optional, allreduce with data only. inputs: nranks arrays of count elements used instead of
-   * generated ones. expect: count elements that every rank's result must equal bit for bit (the
-   * serial canonical reduction, for reproducible schedules) instead of the tolerance check.
+   * Optional, allreduce and reduce-scatter with data only. inputs: nranks arrays of count
+   * elements (p count for a reduce-scatter) used instead of generated ones. expect: count
+   * elements that every rank's result must equal bit for bit (the serial canonical reduction, for
+   * reproducible schedules) instead of the tolerance check; for a reduce-scatter p count
+   * elements, of which rank r's result must equal block r.
    */
   const void *const *inputs;
   const void *expect;
-  /* Optional, allreduce with data only: count elements that receive the result (every rank
-   * holds the same bits) when the run passes its checks. */
+  /* Optional, allreduce and reduce-scatter with data only: count elements that receive the
+   * result (every rank holds the same bits) when the run passes its checks; for a
+   * reduce-scatter p count elements, the ranks' blocks in rank order. */
   void *result;
   /*
    * Node structure (NULL: one level). Owned by the caller; nranks must equal topology->nranks.

@@ -22,7 +22,10 @@ foreach(line ${lines})
   endif()
 endforeach()
 foreach(need mpiar_allreduce mpiar_iallreduce mpiar_allreduce_init mpiar_start mpiar_wait
-        mpiar_kv_pushpull_async mpiar_reduce_local mpiar_version mpiar_alloc mpiar_free)
+        mpiar_kv_pushpull_async mpiar_reduce_local mpiar_version mpiar_alloc mpiar_free
+        mpiar_reduce_scatter_block mpiar_reduce_scatter_block_ex mpiar_ireduce_scatter_block
+        mpiar_reduce_scatter_block_init mpiar_allgather mpiar_allgather_ex mpiar_iallgather
+        mpiar_allgather_init)
   if(NOT out MATCHES "${need}")
     list(APPEND bad "missing:${need}")
   endif()
