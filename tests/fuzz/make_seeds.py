@@ -114,6 +114,7 @@ def main():
             f.write(text)
     tuning_seeds(os.path.join(root, "tuning"))
     engine_seeds(os.path.join(root, "engine"))
+    schedule_file_seeds(os.path.join(root, "schedule_file"))
 
 
 def engine_seeds(out):
@@ -210,6 +211,44 @@ def tuning_seeds(out):
 """ % (gamma, ranges)
     with open(os.path.join(out, "valid-full"), "w") as f:
         f.write(full)
+
+
+def schedule_file_seeds(out):
+    """Schedule files (docs/schedules.md): the examples of examples/schedules written by
+    python/mpiar/schedule.py, a hand-written one with every header key, comments and CRLF, and
+    damaged ones (names starting with "bad-")."""
+    import importlib.util
+    os.makedirs(out, exist_ok=True)
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "mpiar.schedule", os.path.join(here, "..", "..", "python", "mpiar", "schedule.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mpiar.schedule"] = module
+    spec.loader.exec_module(module)
+    sys.path.insert(0, os.path.join(here, "..", "..", "examples", "schedules"))
+    import bidirectional_ring
+    import recursive_doubling
+    import ring
+    texts = {}
+    for mod, ps in ((ring, (2, 3)), (recursive_doubling, (3, 4)), (bidirectional_ring, (2,))):
+        for p in ps:
+            texts["%s-p%d" % (mod.__name__, p)] = mod.build(p).text()
+    texts["header-comments-crlf"] = (
+        "# a ring on two ranks\r\nmpiar-schedule 1\r\nname two\r\ncollective allreduce\r\n"
+        "ranks 2\r\nchunks 2\r\nscratch 1\r\ninplace yes\r\norder canonical\r\nrank 0\r\n"
+        "send 1 0 i0 1\r\nrecv 1 0 s0 1\r\nreduce o1 i1 s0 1 final : 1\r\n"
+        "send 1 1 o1 1 : 2\r\nrecv 1 1 o0 1 : 0\r\nrank 1\r\nsend 0 0 i1 1\r\n"
+        "recv 0 0 s0 1\r\nreduce o0 s0 i0 1 final : 1\r\nsend 0 1 o0 1 : 2\r\n"
+        "recv 0 1 o1 1 : 0\r\nend\r\n")
+    good = texts["ring-p2"]
+    texts["bad-truncated"] = good[:len(good) // 2]
+    texts["bad-version"] = good.replace("mpiar-schedule 1", "mpiar-schedule 2")
+    texts["bad-peer"] = good.replace("send 1 0", "send 7 0", 1)
+    texts["bad-dependency"] = good.replace(": 1", ": 9", 1)
+    texts["bad-operand"] = good.replace("i0 1", "i1 2", 1)
+    for name, text in texts.items():
+        with open(os.path.join(out, name), "w", newline="") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

@@ -18,3 +18,4 @@ file(GLOB _engine_sources RELATIVE "${_root}" "${_root}/src/engine/*.c" "${_root
 list(REMOVE_ITEM _engine_sources src/engine/transport_mpi.c)
 list(SORT _engine_sources)
 mpiar_fuzz_target(engine fuzz_engine.c tests/engine/transport_threads.c ${_engine_sources} src/reduce_kernels/reference.c src/reduce_kernels/dispatch.c src/reduce_kernels/local.c src/reduce_kernels/canonical.c)
+mpiar_fuzz_target(schedule_file fuzz_schedule_file.c src/schedule/schedfile.c src/schedule/schedule.c src/schedule/topology.c)
