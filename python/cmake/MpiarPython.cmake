@@ -111,7 +111,7 @@ function(mpiar_python_add_tests)
                  "${tests}/test_kvstore.py" "${tests}/test_requests.py")
   set(names python_np1 python_np2 python_np4 python_torch_np1 python_torch_np2 python_torch_np4
             python_train_np1 python_train_np2 python_train_np4 python_train_resume_np2
-            python_pip_install)
+            python_pip_install python_schedules python_schedules_np8)
   if(A_SKIP)
     foreach(n ${names} python_import_mpi_mismatch python_import_c_library_path
               python_wrong_launcher python_interrupt_np2)
@@ -127,6 +127,18 @@ function(mpiar_python_add_tests)
     mpiar_python_test(NAME python_torch_np${np} NP ${np} NEED ${withtorch} TIMEOUT 120
                       ARGS ${pytest} "${tests}/test_world.py" "${tests}/test_torch.py")
   endforeach()
+
+  # Schedule files written in Python (examples/schedules, docs/schedules.md): the API and the
+  # examples verified through mpiar-sim --schedule at p = 2..8, then run under MPI at p = 2..8
+  # (one launch of 8 ranks, a communicator of the first p ranks for each p).
+  set(sched "${work}/schedules")
+  mpiar_python_test(NAME python_schedules NP 1 NEED numpy,mpi4py,pytest TIMEOUT 180
+                    ENV "MPIAR_SIM=$<TARGET_FILE:mpiar-sim>;MPIAR_SCHEDULE_DIR=${sched}"
+                    ARGS ${pytest} "${tests}/test_schedule.py")
+  set_tests_properties(python_schedules PROPERTIES FIXTURES_SETUP python_schedule_files)
+  mpiar_python_test(NAME python_schedules_np8 NP 8 NEED numpy,mpi4py TIMEOUT 180
+                    ARGS "${tests}/run_schedules.py" "${sched}")
+  set_tests_properties(python_schedules_np8 PROPERTIES FIXTURES_REQUIRED python_schedule_files)
 
   # Training (examples/python/train_mlp.py): the 1-rank run writes the reference loss curve; 2
   # and 4 ranks with the same global batch must match it, with identical parameters everywhere.
