@@ -89,6 +89,16 @@ static int known_algorithm(char *name, const char **base, size_t *segment, int *
   if (strcmp(name, BENCH_ALG_MPI) == 0) {
     return 1;
   }
+  /* "file:PATH": a schedule file (docs/schedules.md), the whole name its path. */
+  if (strncmp(name, MPIAR__ALG_FILE_PREFIX, sizeof MPIAR__ALG_FILE_PREFIX - 1) == 0) {
+    const mpiar__algorithm_t *a = mpiar__algorithm_find(name);
+    if (a == NULL) {
+      snprintf(err, errlen, "-a: '%.400s': no path after 'file:'", name);
+      return 0;
+    }
+    *base = a->name;
+    return 1;
+  }
   /* "NAME/repro": an mpiar column in reproducible mode; the suffix is cut off in place (the
    * caller writes the column's name back). */
   size_t len0 = strlen(name), k = strlen(BENCH_REPRO_SUFFIX);
