@@ -77,6 +77,8 @@ typedef struct bench_opts {
   int reproducible;     /* --reproducible: each mpiar entry also in reproducible mode */
   size_t segs[8];       /* the segments of the default list's segment columns */
   int nsegs;
+  const char *collective;      /* --collective: "allreduce" (NULL), "reduce_scatter", "allgather" */
+  const char *collective_algs; /* -a of another collective: its names as given */
 } bench_opts_t;
 
 /*
@@ -93,6 +95,13 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o);
  * message in @p err.
  */
 int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t errlen);
+
+/*
+ * --collective reduce_scatter|allgather (collective.c): that registry's algorithms, `auto` and
+ * MPI_Reduce_scatter_block / MPI_Allgather over the size sweep, printed as one table.
+ * @return the exit code.
+ */
+int bench_collective_run(const bench_opts_t *o, MPI_Comm comm, int rank, int p);
 
 /* @return 1 if MPI has a predefined datatype for @p dtype (so `mpi` can run it), else 0. */
 int bench_mpi_has_dtype(mpiar_dtype_t dtype);

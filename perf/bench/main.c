@@ -874,6 +874,13 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(st.comm, &st.rank);
   MPI_Comm_size(st.comm, &st.p);
   st.esize = mpiar_dtype_size(st.o.dtype);
+  if (st.o.collective != NULL) {
+    const int code = bench_collective_run(&st.o, st.comm, st.rank, st.p);
+    MPI_Comm_free(&st.limit_comm);
+    MPI_Comm_free(&st.comm);
+    MPI_Finalize();
+    return code;
+  }
   st.run.opts = &st.o;
   st.run.nranks = st.p;
   st.run.mpi_index = -1;

@@ -440,6 +440,13 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .dest = &o->reproducible,
        .help = "also run every unsegmented mpiar column of the default list in\n"
                "reproducible mode (NAME/repro; with -a, name such columns)"},
+      {.long_name = "collective",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o->collective,
+       .metavar = "NAME",
+       .help = "allreduce (default), reduce_scatter or allgather: the other two\n"
+               "compare their registry, auto and MPI_Reduce_scatter_block /\n"
+               "MPI_Allgather (size = p blocks; -a names their algorithms)"},
       {.short_name = 'q',
        .long_name = "quiet",
        .kind = TOOL_ARG_FLAG,
@@ -478,6 +485,17 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
                             mpiar_dtype_name(o->dtype));
   }
   char err[512];
+  if (o->collective != NULL && strcmp(o->collective, "allreduce") == 0) {
+    o->collective = NULL;
+  }
+  if (o->collective != NULL) {
+    if (strcmp(o->collective, "reduce_scatter") != 0 && strcmp(o->collective, "allgather") != 0) {
+      return tool_usage_error(&spec, "--collective %s: allreduce, reduce_scatter or allgather",
+                              o->collective);
+    }
+    o->collective_algs = alg_arg;
+    return -1;
+  }
   if (alg_arg != NULL) {
     /* The copy lives until the process ends: o->algs points into it. */
     static char storage[1024];
