@@ -10,6 +10,12 @@
   ``overlap=True`` (the default) the averaging starts during the backward pass: gradient hooks
   start asynchronous pushpulls of buckets of gradients as they become ready, and ``step()`` waits
   for them. With ``overlap=False`` ``step()`` averages them all with one fused pushpull.
+- The ``torch.distributed`` backend ``"mpiar"``, registered by this import:
+  ``dist.init_process_group("mpiar")`` under ``mpiexec`` (rank and size from MPI) gives a process
+  group (``ProcessGroupMpiar``) on which every CPU collective of ``torch.distributed`` runs, and
+  ``DistributedDataParallel`` and ``ZeroRedundancyOptimizer`` with it; see ``mpiar._c10d``.
+- ``allreduce_hook(state, bucket)``: a DDP communication hook that averages the gradient buckets
+  with mpiar, for DDP on any backend (``ddp.register_comm_hook(None, allreduce_hook)``).
 
 Every function is collective over ``comm`` (``MPI.COMM_WORLD`` by default): every rank calls it,
 with the same parameters in the same order.
@@ -24,8 +30,39 @@ import numpy as np
 import torch
 
 import mpiar
+from mpiar import _c10d
+from mpiar._c10d import ProcessGroupMpiar, Work
 
-__all__ = ["broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer"]
+__all__ = ["broadcast_parameters", "broadcast_optimizer_state", "DistributedOptimizer",
+           "ProcessGroupMpiar", "Work", "allreduce_hook"]
+
+_c10d._install()
+
+_hook_groups = {}
+
+
+def allreduce_hook(state, bucket):
+    """DDP communication hook: the average of the bucket's gradients over the ranks, with mpiar,
+    whatever backend the DDP model's process group uses.
+
+    ``ddp_model.register_comm_hook(state, mpiar.torch.allreduce_hook)``, where ``state`` is None
+    (``MPI.COMM_WORLD``), an mpi4py communicator, or a ``ProcessGroupMpiar``; its ranks must be the
+    DDP group's. The reduction starts at once and runs while the backward pass goes on (as the
+    backend's ``all_reduce(async_op=True)``); the returned future completes with the averaged
+    bucket, in place.
+    """
+    if isinstance(state, ProcessGroupMpiar):
+        pg = state
+    else:
+        comm = state if state is not None else mpiar._MPI.COMM_WORLD
+        key = mpiar._MPI._handleof(comm) if hasattr(mpiar._MPI, "_handleof") else id(comm)
+        pg = _hook_groups.get(key)
+        if pg is None:
+            pg = _hook_groups[key] = ProcessGroupMpiar(comm)
+    opts = torch.distributed.AllreduceOptions()
+    opts.reduceOp = torch.distributed.ReduceOp.AVG
+    work = pg.allreduce([bucket.buffer()], opts)
+    return work.get_future().then(lambda fut: fut.value()[0])
 
 
 def _fingerprint(entries):

@@ -1,0 +1,1068 @@
+"""The ``mpiar`` backend of ``torch.distributed`` (registered by ``import mpiar.torch``).
+
+``ProcessGroupMpiar`` is a ``torch.distributed.ProcessGroup`` written in Python over an mpi4py
+communicator: all_reduce, broadcast, all_gather, _all_gather_base, reduce_scatter,
+_reduce_scatter_base, reduce, allreduce_coalesced and barrier run on mpiar; send/recv, gather,
+scatter and all_to_all run on the same ranks through mpi4py.
+
+Execution. Every collective of a group runs on the group's executor, in the order the program
+calls them, which is the same on every rank. A call made while the executor is idle, on at most
+``inline_bytes`` of data, runs at once in the calling thread; any other call is queued for the
+group's worker thread, so that ``async_op=True`` (and DDP's bucket allreduces) return at once and
+communicate while the caller computes. ``Work.wait()`` on a call still queued runs the queue up to
+it in the waiting thread instead of waking the worker. The C calls release the GIL.
+
+Checks. Before any data moves, every rank checks its arguments locally (device, layout,
+contiguity, dtype, operation) and the ranks then agree, with one allreduce of a few int64 values,
+that they all passed and called the same collective with the same dtype, operation, root, element
+count and shapes. A rank whose arguments are wrong raises its own exception naming the problem
+and sends none of its data; every other rank raises ``mpiar.MismatchError`` naming it, and so does
+every rank when the calls differ between ranks. ``check=False`` on the group skips the agreement.
+
+The two block collectives that the C library does not offer are one function each,
+``allgather_into`` and ``reduce_scatter_into`` below: every all_gather and reduce_scatter of the
+backend goes through them.
+"""
+
+import collections
+import datetime
+import socket
+import threading
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+import mpiar
+
+__all__ = ["ProcessGroupMpiar", "Work", "allgather_into", "reduce_scatter_into"]
+
+#: Calls on at most this many bytes run in the calling thread when the executor is idle.
+INLINE_BYTES = 64 * 1024
+#: Works kept alive for C++ callers (which hold only the C++ half of a Python Work) until they are
+#: waited for, their future is taken, or this many newer works exist.
+_KEEP_WORKS = 1024
+
+_RED_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.float16: "float16",
+               torch.bfloat16: "bfloat16", torch.int8: "int8", torch.uint8: "uint8",
+               torch.int32: "int32", torch.int64: "int64", torch.bool: "bool"}
+_DTYPE_CODE = {}
+for _i, _d in enumerate([torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                         torch.uint8, torch.int32, torch.int64, torch.bool, torch.int16,
+                         torch.complex64, torch.complex128]):
+    _DTYPE_CODE[_d] = _i + 1
+_R = dist.ReduceOp
+_OPS = {_R.SUM: "sum", _R.AVG: "avg", _R.PRODUCT: "prod", _R.MIN: "min", _R.MAX: "max",
+        _R.BAND: "band", _R.BOR: "bor", _R.BXOR: "bxor"}
+_BOOL_OPS = {"sum": "bor", "max": "max", "min": "min", "prod": "band", "band": "band",
+             "bor": "bor", "bxor": "bxor"}
+_OP_CODE = {name: i + 1 for i, name in enumerate(["sum", "avg", "prod", "min", "max", "band",
+                                                   "bor", "bxor"])}
+
+# Collective identifiers of the agreement.
+(_ALLREDUCE, _BROADCAST, _ALLGATHER, _REDUCE_SCATTER, _BARRIER, _REDUCE, _GATHER, _SCATTER,
+ _ALLTOALL, _COALESCED) = range(1, 11)
+_KIND_NAME = {_ALLREDUCE: "allreduce", _BROADCAST: "broadcast", _ALLGATHER: "allgather",
+              _REDUCE_SCATTER: "reduce_scatter", _BARRIER: "barrier", _REDUCE: "reduce",
+              _GATHER: "gather", _SCATTER: "scatter", _ALLTOALL: "alltoall",
+              _COALESCED: "allreduce_coalesced"}
+_FIELDS = ("collective", "dtype", "op", "root", "element count", "shapes or split sizes")
+
+
+def _fingerprint(values):
+    h = 14695981039346656037
+    for v in values:
+        for byte in repr(v).encode():
+            h = ((h ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h >> 2
+
+
+# ---- local checks ---------------------------------------------------------------------------
+
+def _check_tensor(t, what, fname, reduce_dtype=False):
+    """Raise the exception torch's own backends raise (naming the problem) for a tensor that the
+    backend cannot use: not a tensor, on another device, not strided, not contiguous, or (for a
+    reduction) of a dtype mpiar cannot reduce."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{fname}: {what} is a {type(t).__name__}, not a torch.Tensor")
+    if t.device.type != "cpu":
+        raise ValueError(f"{fname}: {what} is a {t.device.type} tensor ({t.device}); the mpiar "
+                         "backend reduces CPU tensors only")
+    if t.layout != torch.strided:
+        raise ValueError(f"{fname}: {what} has layout {t.layout}; the mpiar backend needs dense "
+                         "(strided) tensors")
+    if not t.is_contiguous():
+        raise ValueError(f"{fname}: {what} is not contiguous (shape {tuple(t.shape)}, stride "
+                         f"{tuple(t.stride())}); pass tensor.contiguous()")
+    if reduce_dtype and t.dtype not in _RED_DTYPES:
+        raise TypeError(f"{fname}: {what} has dtype {t.dtype}, which the mpiar backend cannot "
+                        "reduce (float32, float64, float16, bfloat16, int8, uint8, int32, int64, "
+                        "bool)")
+    if t.dtype not in _DTYPE_CODE:
+        raise TypeError(f"{fname}: {what} has dtype {t.dtype}, which the mpiar backend does not "
+                        "support")
+
+
+def _op_name(op, dtype, fname):
+    name = _OPS.get(op)
+    if name is None:
+        raise ValueError(f"{fname}: the reduction {op} is not supported by the mpiar backend "
+                         "(SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR)")
+    if dtype == torch.bool:
+        if name == "avg":
+            raise TypeError(f"{fname}: ReduceOp.AVG needs a floating dtype, not torch.bool")
+        return _BOOL_OPS[name]
+    floating = dtype.is_floating_point
+    if name in ("band", "bor", "bxor") and floating:
+        raise TypeError(f"{fname}: ReduceOp.{name.upper()} needs an integer dtype, not {dtype}")
+    if name == "avg" and not floating:
+        raise TypeError(f"{fname}: ReduceOp.AVG needs a floating dtype, not {dtype}")
+    return name
+
+
+def _bytes(t):
+    """A contiguous tensor's memory as a flat uint8 tensor (the same memory)."""
+    flat = t.detach().reshape(-1)
+    return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
+
+
+def _np_bytes(t):
+    return _bytes(t).numpy()
+
+
+def _writable(t):
+    """The tensor mpiar writes into: t itself, or a view that autograd does not watch when t
+    requires grad (torch's own backends write such tensors in place too)."""
+    return t.detach() if t.requires_grad else t
+
+
+# ---- the block collectives ------------------------------------------------------------------
+
+def allgather_into(comm, out, inp):
+    """Every rank's ``inp`` (flat, contiguous) into ``out`` (size * inp.numel() elements of the
+    same dtype), rank i's block at offset i * inp.numel(). The backend's one all_gather.
+
+    Up to ``_ALLGATHER_ALLREDUCE_BYTES`` per rank it is an mpiar allreduce (bitwise OR of bytes,
+    exact for every dtype) of a zero-padded buffer; above, mpi4py's ``Allgather`` of the bytes,
+    which moves (p - 1) blocks instead of about 2 (p - 1)."""
+    nbytes = inp.numel() * inp.element_size()
+    rank = comm.Get_rank()
+    ob = _bytes(out)
+    if nbytes <= _ALLGATHER_ALLREDUCE_BYTES:
+        ob.zero_()
+        ob[rank * nbytes:(rank + 1) * nbytes].copy_(_bytes(inp))
+        mpiar.allreduce(ob, op="bor", out=ob, comm=comm, check=False)
+    else:
+        comm.Allgather(_np_bytes(inp), ob.numpy())
+
+
+#: Per-rank size up to which allgather_into uses an mpiar allreduce (measured: see docs).
+_ALLGATHER_ALLREDUCE_BYTES = 1024
+
+
+def reduce_scatter_into(comm, out, inp, op):
+    """Block ``rank`` of the reduction over all ranks of ``inp`` (flat, contiguous, size *
+    out.numel() elements) into ``out``, with the mpiar operation ``op``; ``inp`` is not modified.
+    The backend's one reduce_scatter: an mpiar allreduce into a scratch buffer, of which this
+    rank keeps its block."""
+    n = out.numel()
+    rank = comm.Get_rank()
+    tmp = torch.empty_like(inp)
+    mpiar.allreduce(inp.detach(), op=op, out=tmp, comm=comm, check=False)
+    _writable(out).reshape(-1).copy_(tmp[rank * n:(rank + 1) * n])
+
+
+# ---- works ----------------------------------------------------------------------------------
+
+class Work(dist.Work):
+    """The handle of one call of the backend, as gloo's: ``wait()`` blocks until the call is done
+    and raises its exception (an ``mpiar.Error`` subclass, e.g. ``MismatchError``), returning
+    True; ``is_completed()``, ``is_success()``, ``exception()``; ``get_future()`` a
+    ``torch.futures.Future`` completed with the call's output tensors (with an error when the
+    call failed)."""
+
+    def __init__(self, executor, result, keep):
+        super().__init__()
+        self._executor = executor
+        self._result = result
+        self._exc = None
+        self._done = False
+        self._event = None
+        self._fut = None
+        self._src = -1
+        self._keep = keep
+        if keep is not None:
+            keep[id(self)] = self
+            if len(keep) > _KEEP_WORKS:
+                del keep[next(iter(keep))]
+
+    def _complete(self, exc):
+        ex = self._executor
+        with ex._lock:
+            self._exc = exc
+            self._done = True
+            ev, fut = self._event, self._fut
+        if ev is not None:
+            ev.set()
+        if fut is not None:
+            _finish_future(fut, self)
+
+    def _release(self):
+        if self._keep is not None:
+            self._keep.pop(id(self), None)
+
+    def wait(self, timeout=datetime.timedelta(0)):
+        self._release()
+        if not self._done:
+            self._executor.wait_for(self, timeout)
+        if self._exc is not None:
+            raise self._exc
+        return True
+
+    def is_completed(self):
+        return self._done
+
+    def is_success(self):
+        return self._done and self._exc is None
+
+    def exception(self):
+        return self._exc
+
+    def source_rank(self):
+        return self._src
+
+    _source_rank = source_rank
+
+    def result(self):
+        return self._result
+
+    def synchronize(self):
+        pass
+
+    def get_future(self):
+        self._release()
+        ex = self._executor
+        base = None
+        with ex._lock:
+            if self._fut is None:
+                base = torch.futures.Future()
+                self._fut = base
+            done = self._done
+            fut = self._fut
+        if base is not None:
+            # The future handed out errs (for C++ callers too) when the call failed.
+            out = base.then(_unwrap)
+            self._fut_out = out
+            if done:
+                _finish_future(base, self)
+        return self._fut_out
+
+
+def _finish_future(fut, work):
+    fut.set_result(work._exc if work._exc is not None else work._result)
+
+
+def _unwrap(fut):
+    v = fut.value()
+    if isinstance(v, BaseException):
+        raise v
+    return v
+
+
+class _Executor:
+    """Runs one group's calls in order: in the calling thread when idle and allowed, otherwise on
+    a worker thread (or in a thread that waits for a queued call)."""
+
+    def __init__(self, name):
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._queue = collections.deque()
+        self._busy = False
+        self._thread = None
+        self._name = name
+        self._closed = False
+
+    def submit(self, work, fn, inline):
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"{self._name}: the process group has been destroyed")
+            if inline and not self._busy and not self._queue:
+                self._busy = True
+            elif self._thread is not None and threading.current_thread() is self._thread:
+                # A callback of a completed call (run by the worker) makes another call: run the
+                # queue here, in order, and this call after it.
+                self._busy = True
+                pending = list(self._queue)
+                self._queue.clear()
+                self._lock.release()
+                try:
+                    for w, f in pending:
+                        _run(w, f)
+                finally:
+                    self._lock.acquire()
+            else:
+                work._event = threading.Event()
+                self._queue.append((work, fn))
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name=self._name,
+                                                    daemon=True)
+                    self._thread.start()
+                self._cv.notify_all()
+                return
+        try:
+            _run(work, fn)
+        finally:
+            with self._lock:
+                self._busy = False
+                if self._queue:
+                    self._cv.notify_all()
+
+    def wait_for(self, work, timeout):
+        """Wait for a queued work; while it has not started and nothing runs, run the queue up to
+        it here instead of waking the worker."""
+        while not work._done:
+            batch = None
+            with self._lock:
+                if work._done:
+                    break
+                if not self._busy and any(w is work for w, _ in self._queue):
+                    batch = []
+                    while self._queue:
+                        w, f = self._queue.popleft()
+                        batch.append((w, f))
+                        if w is work:
+                            break
+                    self._busy = True
+            if batch is not None:
+                try:
+                    for w, f in batch:
+                        _run(w, f)
+                finally:
+                    with self._lock:
+                        self._busy = False
+                        if self._queue:
+                            self._cv.notify_all()
+                continue
+            ev = work._event
+            seconds = timeout.total_seconds() if timeout else 0
+            if ev is None:
+                continue
+            if seconds > 0:
+                if not ev.wait(seconds):
+                    raise RuntimeError(f"{self._name}: wait timed out after {timeout}")
+            else:
+                ev.wait()
+
+    def _loop(self):
+        while True:
+            with self._lock:
+                while (not self._queue or self._busy) and not (self._closed and not self._queue):
+                    self._cv.wait()
+                if not self._queue:
+                    return
+                work, fn = self._queue.popleft()
+                self._busy = True
+            try:
+                _run(work, fn)
+            finally:
+                with self._lock:
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def drain(self):
+        """Run everything queued, then stop the worker."""
+        with self._lock:
+            self._closed = True
+            self._cv.notify_all()
+            t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join()
+
+
+def _run(work, fn):
+    try:
+        fn()
+        exc = None
+    except BaseException as e:  # noqa: BLE001 - handed to wait() and the future
+        exc = e
+    work._complete(exc)
+
+
+# ---- the process group ----------------------------------------------------------------------
+
+class ProcessGroupMpiar(dist.ProcessGroup):
+    """A process group over an mpi4py intracommunicator (see the module's documentation).
+
+    ``check`` (default True): agree on the arguments before every call (one small allreduce).
+    ``inline_bytes``: the size up to which an idle group runs a call in the calling thread.
+    ``timeout_ms``: mpiar's deadline of every call (None: the library's default or
+    ``MPIAR_TIMEOUT_MS``)."""
+
+    def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None):
+        super().__init__(comm.Get_rank(), comm.Get_size())
+        self.comm = comm
+        self._p2p = comm.Dup()
+        self._rank = comm.Get_rank()
+        self._size = comm.Get_size()
+        self.check = check
+        self.inline_bytes = INLINE_BYTES if inline_bytes is None else int(inline_bytes)
+        self.timeout_ms = timeout_ms
+        self._ex = _Executor(f"mpiar process group (rank {self._rank} of {self._size})")
+        self._keep = {}
+        self._agree_buf = np.zeros(2 * (len(_FIELDS) + 1), dtype=np.int64)
+        _LIVE.add(self)
+
+    def getBackendName(self):
+        return "mpiar"
+
+    def _get_backend_name(self):
+        return "mpiar"
+
+    def __repr__(self):
+        return f"ProcessGroupMpiar(rank={self._rank}, size={self._size})"
+
+    # -- machinery --
+
+    def _agree(self, fname, fields, failed):
+        """The argument agreement (see the module's documentation)."""
+        buf = self._agree_buf
+        n = len(_FIELDS) + 1
+        if failed:
+            buf[:] = 0
+            buf[0] = self._rank + 1
+        else:
+            buf[0] = 0
+            buf[n] = 0
+            for i, v in enumerate(fields):
+                buf[1 + i] = v
+                buf[n + 1 + i] = -v
+        mpiar.allreduce(buf, op="max", out=buf, comm=self.comm, check=False,
+                        timeout_ms=self.timeout_ms)
+        if failed:
+            return
+        if buf[0] != 0:
+            raise mpiar.MismatchError(f"{fname}: rank {int(buf[0]) - 1} failed its argument "
+                                      "checks (see the exception on that rank); no data moved")
+        for i in range(1, n):
+            if buf[i] != -buf[n + i]:
+                lo, hi = int(-buf[n + i]), int(buf[i])
+                what = _FIELDS[i - 1]
+                detail = ""
+                if i == 1:
+                    detail = f" ({_KIND_NAME.get(lo)} and {_KIND_NAME.get(hi)} among them)"
+                elif i in (4, 5):
+                    detail = f" ({lo} and {hi} among them)"
+                raise mpiar.MismatchError(f"{fname}: the {what} differs between ranks{detail}; "
+                                          "no data moved")
+
+    def _call(self, fname, result, prepare, body, nbytes, inline=None):
+        """One call: local checks (``prepare`` returns the agreement's fields, or raises), then
+        the agreement and ``body`` on the executor. A local failure still takes part in the
+        agreement, so that the other ranks raise MismatchError instead of waiting, and raises
+        here."""
+        try:
+            fields = prepare()
+        except Exception:
+            if self.check:
+                w = Work(self._ex, result, None)
+                self._ex.submit(w, lambda: self._agree(fname, None, True), True)
+                w.wait()
+            raise
+        check = self.check
+
+        def run():
+            if check:
+                self._agree(fname, fields, False)
+            body()
+
+        w = Work(self._ex, result, self._keep)
+        if inline is None:
+            inline = nbytes <= self.inline_bytes
+        self._ex.submit(w, run, inline)
+        return w
+
+    def _mpiar_kw(self):
+        return {"comm": self.comm, "check": False, "timeout_ms": self.timeout_ms}
+
+    def _root(self, opts, fname):
+        root = opts.rootRank
+        if not 0 <= root < self._size:
+            raise ValueError(f"{fname}: root {root} is not a rank of this group of {self._size}")
+        if getattr(opts, "rootTensor", 0) != 0:
+            raise ValueError(f"{fname}: rootTensor must be 0 (one tensor per rank)")
+        return root
+
+    @staticmethod
+    def _one(tensors, fname):
+        if len(tensors) != 1:
+            raise ValueError(f"{fname}: the mpiar backend takes one tensor per rank, got "
+                             f"{len(tensors)}")
+        return tensors[0]
+
+    # -- reductions on mpiar --
+
+    def allreduce(self, tensors, opts=None):
+        fname = "allreduce"
+        op = opts.reduceOp if opts is not None else _R.SUM
+        state = {}
+
+        def prepare():
+            t = self._one(tensors, fname)
+            _check_tensor(t, "the tensor", fname, reduce_dtype=True)
+            name = _op_name(op, t.dtype, fname)
+            state["t"] = _writable(t)
+            state["op"] = name
+            return (_ALLREDUCE, _DTYPE_CODE[t.dtype], _OP_CODE[_OPS[op]], 0, t.numel(), 0)
+
+        def body():
+            t = state["t"]
+            mpiar.allreduce(t, op=state["op"], out=t, **self._mpiar_kw())
+
+        t0 = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) else None
+        nbytes = t0.numel() * t0.element_size() if t0 is not None else 0
+        return self._call(fname, tensors, prepare, body, nbytes)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        fname = "allreduce_coalesced"
+        op = opts.reduceOp if opts is not None else _R.SUM
+        state = {}
+
+        def prepare():
+            if not tensors:
+                raise ValueError(f"{fname}: no tensors")
+            for i, t in enumerate(tensors):
+                _check_tensor(t, f"tensor {i}", fname, reduce_dtype=True)
+                if t.dtype != tensors[0].dtype:
+                    raise TypeError(f"{fname}: tensors of different dtypes ({tensors[0].dtype} "
+                                    f"and {t.dtype})")
+            state["op"] = _op_name(op, tensors[0].dtype, fname)
+            total = sum(t.numel() for t in tensors)
+            return (_COALESCED, _DTYPE_CODE[tensors[0].dtype], _OP_CODE[_OPS[op]], 0, total,
+                    _fingerprint(tuple(t.shape) for t in tensors))
+
+        def body():
+            flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+            mpiar.allreduce(flat, op=state["op"], out=flat, **self._mpiar_kw())
+            off = 0
+            for t in tensors:
+                n = t.numel()
+                _writable(t).view(-1).copy_(flat[off:off + n])
+                off += n
+
+        nbytes = sum(t.numel() * t.element_size() for t in tensors
+                     if isinstance(t, torch.Tensor))
+        return self._call(fname, tensors, prepare, body, nbytes)
+
+    def reduce(self, tensors, opts=None):
+        fname = "reduce"
+        op = opts.reduceOp
+        state = {}
+
+        def prepare():
+            t = self._one(tensors, fname)
+            _check_tensor(t, "the tensor", fname, reduce_dtype=True)
+            state["op"] = _op_name(op, t.dtype, fname)
+            root = self._root(opts, fname)
+            state["root"] = root
+            return (_REDUCE, _DTYPE_CODE[t.dtype], _OP_CODE[_OPS[op]], root, t.numel(), 0)
+
+        def body():
+            t = tensors[0]
+            if self._rank == state["root"]:
+                tw = _writable(t)
+                mpiar.allreduce(tw, op=state["op"], out=tw, **self._mpiar_kw())
+            else:
+                tmp = torch.empty_like(t)
+                mpiar.allreduce(t.detach(), op=state["op"], out=tmp, **self._mpiar_kw())
+
+        return self._call(fname, tensors, prepare, body, _nbytes(tensors))
+
+    def broadcast(self, tensors, opts=None):
+        fname = "broadcast"
+        state = {}
+
+        def prepare():
+            t = self._one(tensors, fname)
+            _check_tensor(t, "the tensor", fname)
+            root = self._root(opts, fname)
+            state["root"] = root
+            return (_BROADCAST, _DTYPE_CODE[t.dtype], 0, root, t.numel(), 0)
+
+        def body():
+            t = tensors[0]
+            b = _bytes(t) if t.dtype not in _RED_DTYPES else _writable(t)
+            if b.numel():
+                mpiar.bcast(b, root=state["root"], **self._mpiar_kw())
+
+        return self._call(fname, tensors, prepare, body, _nbytes(tensors))
+
+    def barrier(self, opts=None):
+        fname = "barrier"
+
+        def prepare():
+            return (_BARRIER, 0, 0, 0, 0, 0)
+
+        def body():
+            if not self.check:
+                self._agree(fname, (_BARRIER, 0, 0, 0, 0, 0), False)
+
+        return self._call(fname, [], prepare, body, 0, inline=True)
+
+    # -- all_gather and reduce_scatter --
+
+    def _allgather_base(self, output, input, opts=None):  # noqa: A002 - torch's name
+        fname = "_allgather_base"
+
+        def prepare():
+            _check_tensor(input, "the input", fname)
+            _check_tensor(output, "the output", fname)
+            if output.dtype != input.dtype:
+                raise TypeError(f"{fname}: the output's dtype {output.dtype} differs from the "
+                                f"input's {input.dtype}")
+            if output.numel() != input.numel() * self._size:
+                raise ValueError(f"{fname}: the output has {output.numel()} elements, not "
+                                 f"{self._size} x {input.numel()}")
+            return (_ALLGATHER, _DTYPE_CODE[input.dtype], 0, 0, input.numel(), 0)
+
+        def body():
+            allgather_into(self.comm, output.detach().reshape(-1), input.detach().reshape(-1))
+
+        return self._call(fname, [output], prepare, body, _nbytes([output]))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        fname = "allgather"
+
+        def prepare():
+            inp = self._one(input_tensors, fname)
+            outs = self._one(output_tensors, fname)
+            _check_tensor(inp, "the input", fname)
+            if len(outs) != self._size:
+                raise ValueError(f"{fname}: {len(outs)} output tensors for a group of "
+                                 f"{self._size}")
+            for i, o in enumerate(outs):
+                _check_tensor(o, f"output {i}", fname)
+                if o.dtype != inp.dtype or o.numel() != inp.numel():
+                    raise ValueError(f"{fname}: output {i} ({o.dtype}, {o.numel()} elements) "
+                                     f"does not match the input ({inp.dtype}, {inp.numel()})")
+            return (_ALLGATHER, _DTYPE_CODE[inp.dtype], 0, 0, inp.numel(), 0)
+
+        def body():
+            inp = input_tensors[0]
+            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
+            allgather_into(self.comm, flat, inp.detach().reshape(-1))
+            n = inp.numel()
+            for i, o in enumerate(output_tensors[0]):
+                _writable(o).view(-1).copy_(flat[i * n:(i + 1) * n])
+
+        outs = output_tensors[0] if len(output_tensors) == 1 else []
+        return self._call(fname, list(outs), prepare, body, _nbytes(outs))
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        fname = "allgather_coalesced"
+
+        def prepare():
+            if len(output_lists) != self._size:
+                raise ValueError(f"{fname}: {len(output_lists)} output lists for a group of "
+                                 f"{self._size}")
+            for i, t in enumerate(input_list):
+                _check_tensor(t, f"input {i}", fname)
+            for lst in output_lists:
+                if len(lst) != len(input_list):
+                    raise ValueError(f"{fname}: an output list of {len(lst)} tensors for "
+                                     f"{len(input_list)} inputs")
+            return (_ALLGATHER, 0, 0, 0, sum(t.numel() * t.element_size() for t in input_list),
+                    _fingerprint((str(t.dtype), tuple(t.shape)) for t in input_list))
+
+        def body():
+            flat_in = torch.cat([_bytes(t) for t in input_list]) if input_list else \
+                torch.empty(0, dtype=torch.uint8)
+            m = flat_in.numel()
+            flat = torch.empty(m * self._size, dtype=torch.uint8)
+            allgather_into(self.comm, flat, flat_in)
+            for r, lst in enumerate(output_lists):
+                off = r * m
+                for o in lst:
+                    nb = o.numel() * o.element_size()
+                    _bytes(_writable(o)).copy_(flat[off:off + nb])
+                    off += nb
+
+        outs = [o for lst in output_lists for o in lst]
+        return self._call(fname, outs, prepare, body, _nbytes(outs))
+
+    def _reduce_scatter_base(self, output, input, opts=None):  # noqa: A002 - torch's name
+        fname = "_reduce_scatter_base"
+        op = opts.reduceOp if opts is not None else _R.SUM
+        state = {}
+
+        def prepare():
+            _check_tensor(input, "the input", fname, reduce_dtype=True)
+            _check_tensor(output, "the output", fname, reduce_dtype=True)
+            if output.dtype != input.dtype:
+                raise TypeError(f"{fname}: the output's dtype {output.dtype} differs from the "
+                                f"input's {input.dtype}")
+            if input.numel() != output.numel() * self._size:
+                raise ValueError(f"{fname}: the input has {input.numel()} elements, not "
+                                 f"{self._size} x {output.numel()}")
+            state["op"] = _op_name(op, input.dtype, fname)
+            return (_REDUCE_SCATTER, _DTYPE_CODE[input.dtype], _OP_CODE[_OPS[op]], 0,
+                    output.numel(), 0)
+
+        def body():
+            reduce_scatter_into(self.comm, output, input.detach().reshape(-1), state["op"])
+
+        return self._call(fname, [output], prepare, body, _nbytes([input]))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        fname = "reduce_scatter"
+        op = opts.reduceOp if opts is not None else _R.SUM
+        state = {}
+
+        def prepare():
+            out = self._one(output_tensors, fname)
+            ins = self._one(input_tensors, fname)
+            _check_tensor(out, "the output", fname, reduce_dtype=True)
+            if len(ins) != self._size:
+                raise ValueError(f"{fname}: {len(ins)} input tensors for a group of "
+                                 f"{self._size}")
+            for i, t in enumerate(ins):
+                _check_tensor(t, f"input {i}", fname, reduce_dtype=True)
+                if t.dtype != out.dtype or t.numel() != out.numel():
+                    raise ValueError(f"{fname}: input {i} ({t.dtype}, {t.numel()} elements) "
+                                     f"does not match the output ({out.dtype}, {out.numel()})")
+            state["op"] = _op_name(op, out.dtype, fname)
+            return (_REDUCE_SCATTER, _DTYPE_CODE[out.dtype], _OP_CODE[_OPS[op]], 0, out.numel(),
+                    0)
+
+        def body():
+            flat = torch.cat([t.detach().reshape(-1) for t in input_tensors[0]])
+            reduce_scatter_into(self.comm, output_tensors[0], flat, state["op"])
+
+        return self._call(fname, output_tensors, prepare, body,
+                          _nbytes(input_tensors[0]) if len(input_tensors) == 1 else 0)
+
+    # -- data movement through mpi4py --
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        fname = "gather"
+        state = {}
+
+        def prepare():
+            inp = self._one(input_tensors, fname)
+            _check_tensor(inp, "the input", fname)
+            root = self._root(opts, fname)
+            state["root"] = root
+            if self._rank == root:
+                outs = self._one(output_tensors, fname)
+                if len(outs) != self._size:
+                    raise ValueError(f"{fname}: {len(outs)} output tensors for a group of "
+                                     f"{self._size}")
+                for i, o in enumerate(outs):
+                    _check_tensor(o, f"output {i}", fname)
+                    if o.dtype != inp.dtype or o.numel() != inp.numel():
+                        raise ValueError(f"{fname}: output {i} does not match the input")
+            elif output_tensors and any(len(x) for x in output_tensors):
+                raise ValueError(f"{fname}: only the root (rank {root}) passes output tensors")
+            return (_GATHER, _DTYPE_CODE[inp.dtype], 0, root, inp.numel(), 0)
+
+        def body():
+            inp = input_tensors[0]
+            nb = inp.numel() * inp.element_size()
+            if self._rank == state["root"]:
+                flat = torch.empty(nb * self._size, dtype=torch.uint8)
+                self.comm.Gather(_np_bytes(inp), flat.numpy(), root=state["root"])
+                for i, o in enumerate(output_tensors[0]):
+                    _bytes(_writable(o)).copy_(flat[i * nb:(i + 1) * nb])
+            else:
+                self.comm.Gather(_np_bytes(inp), None, root=state["root"])
+
+        outs = output_tensors[0] if len(output_tensors) == 1 else []
+        return self._call(fname, list(outs), prepare, body, _nbytes(input_tensors))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        fname = "scatter"
+        state = {}
+
+        def prepare():
+            out = self._one(output_tensors, fname)
+            _check_tensor(out, "the output", fname)
+            root = self._root(opts, fname)
+            state["root"] = root
+            if self._rank == root:
+                ins = self._one(input_tensors, fname)
+                if len(ins) != self._size:
+                    raise ValueError(f"{fname}: {len(ins)} input tensors for a group of "
+                                     f"{self._size}")
+                for i, t in enumerate(ins):
+                    _check_tensor(t, f"input {i}", fname)
+                    if t.dtype != out.dtype or t.numel() != out.numel():
+                        raise ValueError(f"{fname}: input {i} does not match the output")
+            elif input_tensors and any(len(x) for x in input_tensors):
+                raise ValueError(f"{fname}: only the root (rank {root}) passes input tensors")
+            return (_SCATTER, _DTYPE_CODE[out.dtype], 0, root, out.numel(), 0)
+
+        def body():
+            out = _writable(output_tensors[0])
+            if self._rank == state["root"]:
+                flat = torch.cat([_bytes(t) for t in input_tensors[0]])
+                self.comm.Scatter(flat.numpy(), _np_bytes(out), root=state["root"])
+            else:
+                self.comm.Scatter(None, _np_bytes(out), root=state["root"])
+
+        return self._call(fname, output_tensors, prepare, body, _nbytes(output_tensors))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes,  # noqa: A002
+                      opts=None):
+        fname = "alltoall_base"
+        state = {}
+
+        def splits(t, sizes, what):
+            if not sizes:
+                if t.shape[0] % self._size if t.dim() else True:
+                    raise ValueError(f"{fname}: the {what}'s first dimension is not divisible "
+                                     f"by the group size {self._size}")
+                sizes = [t.shape[0] // self._size] * self._size
+            if len(sizes) != self._size or sum(sizes) != (t.shape[0] if t.dim() else 0):
+                raise ValueError(f"{fname}: the {what} split sizes {list(sizes)} do not cover "
+                                 f"its first dimension ({t.shape[0] if t.dim() else 0}) for "
+                                 f"{self._size} ranks")
+            row = (t.numel() // t.shape[0] if t.shape[0] else 0) * t.element_size()
+            counts = [s * row for s in sizes]
+            displs = [sum(counts[:i]) for i in range(self._size)]
+            return counts, displs
+
+        def prepare():
+            _check_tensor(input, "the input", fname)
+            _check_tensor(output, "the output", fname)
+            if input.dtype != output.dtype:
+                raise TypeError(f"{fname}: the output's dtype {output.dtype} differs from the "
+                                f"input's {input.dtype}")
+            state["in"] = splits(input, list(input_split_sizes), "input")
+            state["out"] = splits(output, list(output_split_sizes), "output")
+            return (_ALLTOALL, _DTYPE_CODE[input.dtype], 0, 0, 0, 0)
+
+        def body():
+            sc, sd = state["in"]
+            rc, rd = state["out"]
+            self.comm.Alltoallv([_np_bytes(input), (sc, sd), MPI.BYTE],
+                                [_np_bytes(_writable(output)), (rc, rd), MPI.BYTE])
+
+        return self._call(fname, [output], prepare, body, _nbytes([output]))
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        fname = "alltoall"
+
+        def prepare():
+            for what, lst in (("input", input_tensors), ("output", output_tensors)):
+                if len(lst) != self._size:
+                    raise ValueError(f"{fname}: {len(lst)} {what} tensors for a group of "
+                                     f"{self._size}")
+                for i, t in enumerate(lst):
+                    _check_tensor(t, f"{what} {i}", fname)
+            return (_ALLTOALL, _DTYPE_CODE[input_tensors[0].dtype], 0, 0, 0, 0)
+
+        def body():
+            sc = [t.numel() * t.element_size() for t in input_tensors]
+            rc = [t.numel() * t.element_size() for t in output_tensors]
+            sd = [sum(sc[:i]) for i in range(self._size)]
+            rd = [sum(rc[:i]) for i in range(self._size)]
+            send = torch.cat([_bytes(t) for t in input_tensors])
+            recv = torch.empty(sum(rc), dtype=torch.uint8)
+            self.comm.Alltoallv([send.numpy(), (sc, sd), MPI.BYTE],
+                                [recv.numpy(), (rc, rd), MPI.BYTE])
+            for i, o in enumerate(output_tensors):
+                _bytes(_writable(o)).copy_(recv[rd[i]:rd[i] + rc[i]])
+
+        return self._call(fname, output_tensors, prepare, body, _nbytes(output_tensors))
+
+    # -- point to point (nonblocking MPI, independent of the executor's order) --
+
+    def _p2p_check(self, tensors, peer, fname):
+        t = self._one(tensors, fname)
+        _check_tensor(t, "the tensor", fname)
+        if peer is not None and not 0 <= peer < self._size:
+            raise ValueError(f"{fname}: rank {peer} is not a rank of this group of {self._size}")
+        return t
+
+    def send(self, tensors, dstRank, tag):  # noqa: N803 - torch's names
+        t = self._p2p_check(tensors, dstRank, "send")
+        req = self._p2p.Isend(_np_bytes(t), dest=dstRank, tag=tag)
+        return _P2PWork(req, tensors, t, None)
+
+    def recv(self, tensors, srcRank, tag):  # noqa: N803
+        t = self._p2p_check(tensors, srcRank, "recv")
+        buf = _np_bytes(_writable(t))
+        status = MPI.Status()
+        req = self._p2p.Irecv(buf, source=srcRank, tag=tag)
+        return _P2PWork(req, tensors, t, status)
+
+    def recv_anysource(self, tensors, tag):
+        t = self._p2p_check(tensors, None, "recv_anysource")
+        status = MPI.Status()
+        req = self._p2p.Irecv(_np_bytes(_writable(t)), source=MPI.ANY_SOURCE, tag=tag)
+        return _P2PWork(req, tensors, t, status)
+
+    # -- lifetime --
+
+    def _shutdown(self):
+        self._ex.drain()
+
+
+def _nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+class _P2PWork(dist.Work):
+    """A send or receive: an MPI request; wait() and is_completed() test it."""
+
+    def __init__(self, req, result, tensor, status):
+        super().__init__()
+        self._req = req
+        self._result = result
+        self._tensor = tensor  # kept alive until the transfer completes
+        self._status = status
+        self._done = False
+        self._src = -1
+        _P2P_KEEP[id(self)] = self
+        if len(_P2P_KEEP) > _KEEP_WORKS:
+            del _P2P_KEEP[next(iter(_P2P_KEEP))]
+
+    def _finished(self):
+        self._done = True
+        if self._status is not None:
+            self._src = self._status.Get_source()
+        _P2P_KEEP.pop(id(self), None)
+
+    def wait(self, timeout=datetime.timedelta(0)):
+        if not self._done:
+            if self._status is not None:
+                self._req.Wait(self._status)
+            else:
+                self._req.Wait()
+            self._finished()
+        return True
+
+    def is_completed(self):
+        if not self._done:
+            if self._req.Test(self._status) if self._status is not None else self._req.Test():
+                self._finished()
+        return self._done
+
+    def is_success(self):
+        return self.is_completed()
+
+    def exception(self):
+        return None
+
+    def source_rank(self):
+        return self._src
+
+    _source_rank = source_rank
+
+    def result(self):
+        return self._result
+
+    def synchronize(self):
+        pass
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        if self.is_completed():
+            fut.set_result(self._result)
+        else:
+            def finish():
+                self.wait()
+                fut.set_result(self._result)
+            threading.Thread(target=finish, daemon=True).start()
+        return fut
+
+
+_P2P_KEEP = {}
+_LIVE = __import__("weakref").WeakSet()
+
+
+# ---- registration ---------------------------------------------------------------------------
+
+_creation_comm = None
+
+
+def _create(opts, pg_options=None):
+    """The backend's creator (torch's extended API): the default group over MPI_COMM_WORLD, whose
+    rank and size the store's must equal, or a subgroup of it."""
+    global _creation_comm
+    world = MPI.COMM_WORLD
+    if _creation_comm is None:
+        _creation_comm = world.Dup()
+    ranks = list(opts.global_ranks_in_group)
+    timeout_ms = None
+    if opts.timeout != dist.default_pg_timeout:
+        timeout_ms = int(opts.timeout.total_seconds() * 1000)
+    if not ranks:
+        if opts.group_rank != world.Get_rank() or opts.group_size != world.Get_size():
+            raise ValueError(f"init_process_group: the mpiar backend takes rank and size from "
+                             f"MPI (rank {world.Get_rank()} of {world.Get_size()}), but was given "
+                             f"rank {opts.group_rank} of {opts.group_size}")
+        comm = world.Dup()
+    else:
+        group = _creation_comm.Get_group().Incl(ranks)
+        comm = _creation_comm.Create_group(group, tag=_fingerprint(ranks) % 32768)
+        group.Free()
+        if comm.Get_rank() != opts.group_rank or comm.Get_size() != opts.group_size:
+            raise ValueError(f"new_group: MPI made rank {comm.Get_rank()} of {comm.Get_size()}, "
+                             f"torch expects rank {opts.group_rank} of {opts.group_size}")
+    return ProcessGroupMpiar(comm, timeout_ms=timeout_ms)
+
+
+def _mpi_rendezvous(url, rank=-1, world_size=-1, timeout=dist.default_pg_timeout, **kwargs):
+    """env:// without MASTER_ADDR, MASTER_PORT, RANK or WORLD_SIZE: rank and size from MPI, and a
+    TCPStore that rank 0 opens on a free port and announces to the others through MPI."""
+    world = MPI.COMM_WORLD
+    r, n = world.Get_rank(), world.Get_size()
+    if rank not in (-1, r) or world_size not in (-1, n):
+        raise ValueError(f"init_process_group: rank {rank} of {world_size} given, but MPI says "
+                         f"rank {r} of {n}")
+    if r == 0:
+        store = dist.TCPStore("0.0.0.0", 0, n, True, timeout, wait_for_workers=False)
+        addr = (socket.gethostname(), store.port)
+    else:
+        addr = None
+    addr = world.bcast(addr, root=0)
+    if r != 0:
+        local = socket.gethostname() == addr[0]
+        store = dist.TCPStore("127.0.0.1" if local else addr[0], addr[1], n, False, timeout)
+    yield store, r, n
+    raise RuntimeError("the MPI rendezvous cannot be repeated")
+
+
+def _install():
+    import importlib
+    rdzv = importlib.import_module("torch.distributed.rendezvous")
+    import os
+
+    dist.Backend.register_backend("mpiar", _create, extended_api=True)
+    original = rdzv._rendezvous_handlers.get("env")
+    if original is None or getattr(original, "_mpiar", False):
+        return
+
+    def env_or_mpi(url, **kwargs):
+        query = dict(kv.split("=", 1) for kv in url.partition("?")[2].split("&") if "=" in kv)
+        rank = int(query.get("rank", os.environ.get("RANK") or -1))
+        size = int(query.get("world_size", os.environ.get("WORLD_SIZE") or -1))
+        if (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT") and rank >= 0
+                and size > 0):
+            return original(url, **kwargs)
+        return _mpi_rendezvous(url, rank, size, **kwargs)
+
+    env_or_mpi._mpiar = True
+    rdzv._rendezvous_handlers["env"] = env_or_mpi
+
+
+def _drain_all():
+    for pg in list(_LIVE):
+        try:
+            pg._shutdown()
+        except Exception:  # noqa: BLE001 - at exit
+            pass
+
+
+__import__("atexit").register(_drain_all)
