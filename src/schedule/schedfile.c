@@ -91,15 +91,16 @@ static int number(reader_t *r, int k, const char *name, uint64_t max, uint64_t *
   return MPIAR_SUCCESS;
 }
 
-/* Split a line (NUL-terminated, writable) into fields at spaces and tabs. */
+/* Split a line (NUL-terminated, writable) into fields at spaces and tabs; a field that starts
+ * with '#' starts a comment, which runs to the end of the line. */
 static int split(reader_t *r, char *s) {
   r->nfields = 0;
   while (*s != '\0') {
     while (*s == ' ' || *s == '\t') {
       *s++ = '\0';
     }
-    if (*s == '\0') {
-      break;
+    if (*s == '\0' || *s == '#') {
+      break; /* the end of the line, or a comment to its end */
     }
     if (r->nfields == MAX_FIELDS) {
       return fail(r, "more than %d fields", MAX_FIELDS);
@@ -411,8 +412,8 @@ int mpiar__schedfile_parse(const char *what, const char *text, size_t len, mpiar
     if ((rc = split(&r, line)) != MPIAR_SUCCESS) {
       goto out;
     }
-    if (r.nfields == 0 || r.field[0][0] == '#') {
-      continue;
+    if (r.nfields == 0) {
+      continue; /* blank, or a comment */
     }
     if (ended) {
       rc = fail(&r, "text after 'end'");

@@ -215,16 +215,13 @@ static void hostile(void) {
         err);
   CHECK(f.nranks == 2 && f.chunks == 2 && f.nsteps == 10 && f.has_final, "parsed ring2");
   mpiar__schedfile_free(&f);
-  /* Comments, blank lines, CRLF and tabs are accepted. */
-  CHECK(mpiar__schedfile_parse("c", "# a comment\r\n\r\nmpiar-schedule 1\r\ncollective\tallreduce\n"
-                                    "ranks 1\nchunks 1\nscratch 0\ninplace yes\norder canonical\n"
-                                    "name x-1.y_z\nrank 0\n  # none\nend\n# after\n",
-                               strlen("# a comment\r\n\r\nmpiar-schedule 1\r\ncollective\t"
-                                      "allreduce\nranks 1\nchunks 1\nscratch 0\ninplace yes\n"
-                                      "order canonical\nname x-1.y_z\nrank 0\n  # none\nend\n"
-                                      "# after\n"),
-                               &f, err, sizeof err) == 0,
-        "%s", err);
+  /* Comments (whole lines and line ends), blank lines, CRLF and tabs are accepted. */
+  static const char commented[] = "# a comment\r\n\r\nmpiar-schedule 1\r\ncollective\tallreduce\n"
+                                  "ranks 1 # one rank\nchunks 1\nscratch 0\ninplace yes\n"
+                                  "order canonical\nname x-1.y_z #a comment\nrank 0\n"
+                                  "  # none\nend\n# after\n";
+  CHECK(mpiar__schedfile_parse("c", commented, strlen(commented), &f, err, sizeof err) == 0, "%s",
+        err);
   CHECK(strcmp(f.name, "x-1.y_z") == 0 && f.order == MPIAR__SCHEDFILE_ORDER_CANONICAL &&
             f.inplace == MPIAR__SCHEDFILE_INPLACE_YES,
         "header");
