@@ -8,13 +8,16 @@
  *   - allreduce of int64 sums (any order of additions gives the exact sum),
  *   - the reproducible replacement of every allreduce algorithm on float64 against
  *     mpiar_reduce_canonical(),
- *   - broadcast from every root of the root's bytes.
+ *   - broadcast from every root of the root's bytes,
+ *   - reduce-scatter (each rank's block of the int64 sums, and the reproducible replacement on
+ *     float64 against mpiar_reduce_canonical()) and allgather (every rank's block on every rank).
  * Faults go through the same transport: a send that fails, a rank that never runs the
  * collective (its peers' deadlines), a rank whose count differs (wrong lengths); every rank must
  * end with an error and every request and message must be freed.
  *
  * A failing case prints the command that replays it alone (the run is a function of its seed):
- *   test_engine_threads one ALG P COUNT SEG INPLACE TAGUB MAXMSG SEED [bcast ROOT] [repro]
+ *   test_engine_threads one ALG P COUNT SEG INPLACE TAGUB MAXMSG SEED [bcast ROOT | rs | ag]
+ *                       [repro]
  * Usage: test_engine_threads matrix [seeds]   the matrix (p = 1..16 and a few up to 64)
  *        test_engine_threads faults [seeds]   the fault cases
  */
@@ -30,6 +33,7 @@
 typedef struct tcase {
   const mpiar__algorithm_t *alg;
   int bcast, root;
+  int rsag; /* 1: reduce-scatter, 2: allgather (count is one rank's block); 0: neither */
   int repro; /* float64 against the canonical order */
   int p;
   size_t count, seg;
@@ -59,6 +63,8 @@ static void replay_line(const tcase_t *c) {
   char tail[64] = "";
   if (c->bcast) {
     snprintf(tail, sizeof tail, " bcast %d", c->root);
+  } else if (c->rsag) {
+    snprintf(tail, sizeof tail, " %s", c->rsag == 1 ? "rs" : "ag");
   }
   fprintf(stderr, "  replay: test_engine_threads one %s %d %zu %zu %d %ld %zu %" PRIu64 "%s%s\n",
           c->alg->name, c->p, c->count, c->seg, c->in_place, c->tag_ub, c->max_msg, c->seed, tail,
@@ -178,7 +184,11 @@ static void body(int rank, void *arg) {
 static int run_case(const tcase_t *c) {
   run_t run = {.c = c};
   run.es = 8;
-  size_t n = c->count + 1;
+  /* Elements of a rank's input and output buffers (and one more, never written). */
+  const size_t all = (size_t)c->p * c->count;
+  const size_t n_in = c->rsag == 1 ? all : c->count;
+  const size_t n_out = c->rsag == 2 || (c->rsag == 1 && c->in_place) ? all : c->count;
+  size_t n = (n_in > n_out ? n_in : n_out) + 1;
   run.in = calloc((size_t)c->p, sizeof *run.in);
   run.out = calloc((size_t)c->p, sizeof *run.out);
   run.rc = calloc((size_t)c->p, sizeof *run.rc);
@@ -196,7 +206,10 @@ static int run_case(const tcase_t *c) {
         memcpy(run.in[r] + 8 * i, &v, 8);
       }
     }
-    if (c->in_place || (c->bcast && r == c->root)) {
+    if (c->rsag == 2 && c->in_place) {
+      memset(run.out[r], 0xAB, n * 8);
+      memcpy(run.out[r] + (size_t)r * c->count * 8, run.in[r], c->count * 8);
+    } else if (c->in_place || (c->bcast && r == c->root)) {
       memcpy(run.out[r], run.in[r], n * 8);
     } else {
       memset(run.out[r], 0xAB, n * 8);
@@ -210,21 +223,29 @@ static int run_case(const tcase_t *c) {
   }
   int faulty = c->fault.send_fail_rank >= 0 || c->silent_rank >= 0 || c->long_rank >= 0;
   unsigned char *expect = malloc(n * 8);
+  /* Every rank's result is expect[0, len) (allgather, allreduce, bcast) or, for a reduce-scatter,
+   * its block of the reduction over the whole vector (n_in elements). */
+  const size_t len = c->rsag == 1 ? c->count : c->rsag == 2 ? all : c->count;
+  const size_t nred = c->rsag == 1 ? all : c->count;
   if (!bad && !faulty) {
     if (c->bcast) {
       memcpy(expect, run.in[c->root], c->count * 8);
+    } else if (c->rsag == 2) {
+      for (int r = 0; r < c->p; r++) {
+        memcpy(expect + (size_t)r * c->count * 8, run.in[r], c->count * 8);
+      }
     } else if (c->repro) {
       const void **ins = calloc((size_t)c->p, sizeof *ins);
       for (int r = 0; r < c->p; r++) {
         ins[r] = run.in[r];
       }
-      if (c->count > 0 &&
-          mpiar_reduce_canonical(expect, ins, c->p, c->count, MPIAR_FLOAT64, MPIAR_SUM) != 0) {
+      if (nred > 0 &&
+          mpiar_reduce_canonical(expect, ins, c->p, nred, MPIAR_FLOAT64, MPIAR_SUM) != 0) {
         bad = 1;
       }
       free(ins);
     } else {
-      for (size_t i = 0; i < c->count; i++) {
+      for (size_t i = 0; i < nred; i++) {
         int64_t s = 0;
         for (int r = 0; r < c->p; r++) {
           s += input_i64(c->seed, r, i);
@@ -242,9 +263,12 @@ static int run_case(const tcase_t *c) {
         fprintf(stderr, "FAIL %s p=%d rank %d: %s: %s\n", c->alg->name, c->p, r,
                 mpiar_err_name(run.rc[r]), run.detail[r]);
         bad = 1;
-      } else if (c->count > 0 && memcmp(run.out[r], expect, c->count * 8) != 0) {
+      } else if (len > 0 && memcmp(run.out[r], expect + (c->rsag == 1 ? 8 * (size_t)r * c->count
+                                                                          : 0),
+                                     len * 8) != 0) {
+        const unsigned char *want = expect + (c->rsag == 1 ? 8 * (size_t)r * c->count : 0);
         size_t i = 0;
-        while (memcmp(run.out[r] + 8 * i, expect + 8 * i, 8) == 0) {
+        while (memcmp(run.out[r] + 8 * i, want + 8 * i, 8) == 0) {
           i++;
         }
         fprintf(stderr, "FAIL %s p=%d rank %d: element %zu differs from the expected result\n",
@@ -364,6 +388,35 @@ static void matrix(int seeds) {
       }
     }
   }
+  /* Reduce-scatter (and its reproducible replacement) and allgather: every entry. */
+  for (int k = 1; k <= 2; k++) {
+    const mpiar__algorithm_t *list =
+        k == 1 ? mpiar__reduce_scatter_algorithms : mpiar__allgather_algorithms;
+    const int nlist =
+        k == 1 ? mpiar__reduce_scatter_algorithm_count : mpiar__allgather_algorithm_count;
+    for (int a = 0; a < nlist; a++) {
+      for (int i = 0; i < nps; i++) {
+        int s_max = ps[i] > 16 ? 1 : seeds;
+        for (int s = 0; s < s_max; s++) {
+          uint64_t seed = (uint64_t)(70000 + k * 10000 + a * 1000 + ps[i] * 37 + s * 7919);
+          tcase_t c = base_case(&list[a], ps[i], seed);
+          vary(&c, seed);
+          c.count = c.count > (size_t)ps[i] ? c.count - (size_t)ps[i] : c.count; /* per rank */
+          c.seg = 0;
+          c.rsag = k;
+          cases++;
+          run_case(&c);
+          if (k == 1 && s == 0) {
+            tcase_t d = c;
+            d.alg = mpiar__reduce_scatter_reproducible(&list[a], ps[i], MPIAR_FLOAT64);
+            d.repro = 1;
+            cases++;
+            run_case(&d);
+          }
+        }
+      }
+    }
+  }
   printf("engine matrix: %d cases, %d failed\n", cases, failures);
 }
 
@@ -410,8 +463,14 @@ int main(int argc, char **argv) {
   } else if (argc >= 10 && strcmp(argv[1], "one") == 0) {
     const mpiar__algorithm_t *alg = mpiar__algorithm_find(argv[2]);
     int bcast = argc >= 12 && strcmp(argv[10], "bcast") == 0;
+    int rsag = argc >= 11 && strcmp(argv[10], "rs") == 0   ? 1
+               : argc >= 11 && strcmp(argv[10], "ag") == 0 ? 2
+                                                           : 0;
     if (bcast) {
       alg = mpiar__bcast_algorithm_find(argv[2]);
+    } else if (rsag) {
+      alg = rsag == 1 ? mpiar__reduce_scatter_algorithm_find(argv[2])
+                      : mpiar__allgather_algorithm_find(argv[2]);
     }
     if (alg == NULL) {
       fprintf(stderr, "unknown algorithm %s\n", argv[2]);
@@ -424,6 +483,7 @@ int main(int argc, char **argv) {
     c.tag_ub = atol(argv[7]);
     c.max_msg = strtoull(argv[8], NULL, 10);
     c.bcast = bcast;
+    c.rsag = rsag;
     c.root = bcast ? atoi(argv[11]) : 0;
     c.repro = strcmp(argv[argc - 1], "repro") == 0;
     run_case(&c);
