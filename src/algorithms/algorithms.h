@@ -212,6 +212,16 @@ double mpiar__cost_swing(int nranks, size_t bytes, size_t elem_size, size_t segm
                          const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_swing_latency(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                                  const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+/* Multi-dimensional Swing (swing_md.c) on a grid of d dimensions: 2 d collectives on parts of
+ * the vector (swing_md), or full-vector exchanges (swing_md_latency). Named only. */
+int mpiar__build_swing_md_k(mpiar__schedule_t *s, int d);
+int mpiar__build_swing_md_latency_k(mpiar__schedule_t *s, int d);
+double mpiar__cost_swing_md_k(int d, int nranks, size_t bytes, size_t elem_size,
+                              size_t segment_bytes, const mpiar__cost_params_t *c,
+                              const mpiar__topology_t *topo);
+double mpiar__cost_swing_md_latency_k(int d, int nranks, size_t bytes, size_t elem_size,
+                                      size_t segment_bytes, const mpiar__cost_params_t *c,
+                                      const mpiar__topology_t *topo);
 
 /* Closed-form costs (the formulas in each builder's file header). */
 double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

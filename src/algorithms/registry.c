@@ -25,6 +25,13 @@ K_BIND_ALL(recursive_multiplying)
 K_BIND_ALL(radix_rabenseifner)
 K_BIND_ALL(knomial_tree)
 K_BIND_ALL(kary_tree)
+K_BIND(swing_md, 1)
+K_BIND(swing_md, 2)
+K_BIND(swing_md, 3)
+K_BIND(swing_md, 4)
+K_BIND(swing_md_latency, 2)
+K_BIND(swing_md_latency, 3)
+K_BIND(swing_md_latency, 4)
 
 #define RM_PARAM \
   { "k", 2, 8, 4 }
@@ -34,10 +41,21 @@ K_BIND_ALL(kary_tree)
   { "k", 2, 8, 4 }
 #define KARY_PARAM \
   { "k", 2, 8, 2 }
+#define SWING_MD_PARAM \
+  { "d", 1, 4, 2 }
+#define SWING_MD_LAT_PARAM \
+  { "d", 2, 4, 2 }
 /* An entry for k = V of a parameterised algorithm. */
 #define K_ENTRY(alg, k, flags, param, repro_name)                                    \
   {                                                                                  \
 #alg "/k=" #k, build_##alg##_##k, cost_##alg##_##k, flags, NULL, param, k, #alg, \
+        .index = __COUNTER__, .repro = repro_name                                    \
+  }
+
+/* The same for a grid's dimensions d. */
+#define D_ENTRY(alg, d, flags, param, repro_name)                                    \
+  {                                                                                  \
+#alg "/d=" #d, build_##alg##_##d, cost_##alg##_##d, flags, NULL, param, d, #alg, \
         .index = __COUNTER__, .repro = repro_name                                    \
   }
 
@@ -115,6 +133,17 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "ring reduce-scatter along the rows of the most square grid, ring allreduce along its "
      "columns, ring allgather along the rows; 2(R+C-2) messages",
      .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"swing_md", build_swing_md_2, cost_swing_md_2,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT | MPIAR__ALG_ORDER_BY_POSITION,
+     "multi-dimensional Swing: 2d reduce-scatter + allgather collectives on parts of the vector, "
+     "each swinging in one dimension of a d-dimensional grid per step (d = 1..4, default 2); "
+     "every torus link busy; named only",
+     SWING_MD_PARAM, 2, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"swing_md_latency", build_swing_md_latency_2, cost_swing_md_latency_2,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
+     "multi-dimensional Swing, full-vector exchanges swinging in one grid dimension per step "
+     "(d = 2..4, default 2); small messages; named only",
+     SWING_MD_LAT_PARAM, 2, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 
@@ -150,6 +179,14 @@ const mpiar__algorithm_t mpiar__algorithm_instances[] = {
     K_ENTRY(kary_tree, 6, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
     K_ENTRY(kary_tree, 7, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
     K_ENTRY(kary_tree, 8, MPIAR__ALG_SEGMENTED | MPIAR__ALG_MANUAL, KARY_PARAM, "repro_direct"),
+#define SWING_MD_FLAGS (MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT | MPIAR__ALG_ORDER_BY_POSITION)
+    D_ENTRY(swing_md, 1, SWING_MD_FLAGS, SWING_MD_PARAM, "repro_rabenseifner"),
+    D_ENTRY(swing_md, 3, SWING_MD_FLAGS, SWING_MD_PARAM, "repro_rabenseifner"),
+    D_ENTRY(swing_md, 4, SWING_MD_FLAGS, SWING_MD_PARAM, "repro_rabenseifner"),
+    D_ENTRY(swing_md_latency, 3, MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT, SWING_MD_LAT_PARAM,
+            "repro_rabenseifner"),
+    D_ENTRY(swing_md_latency, 4, MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT, SWING_MD_LAT_PARAM,
+            "repro_rabenseifner"),
 };
 const int mpiar__algorithm_instance_count =
     (int)(sizeof mpiar__algorithm_instances / sizeof mpiar__algorithm_instances[0]);

@@ -40,14 +40,19 @@
  * candidate (MPIAR__ALG_MANUAL): named only, until measured. MPIAR__ALG_NO_QUOTIENT: on two
  * levels a node's ranks meet peers on two other nodes in one step, whose messages queue at the
  * node port in an order the quotient simulation cannot mirror, so the simulator runs every rank.
- * Multi-dimensional Swing (one dimension per step, cycling) is not built; on a torus the 1-D
- * peers are used in rank order.
+ * On a torus the peers here are 1-D, in rank order; the multi-dimensional form (one grid
+ * dimension per step, 2 d collectives on parts of the vector) is swing_md.c, over the same
+ * builders (swing.h: a pattern says which dimension each step swings in).
  *
  * Non-power-of-two p (rem = p - p'): the fold of recursive doubling, for both variants. Among the
  * first 2 rem ranks each even rank sends its whole vector to the odd rank above it, which reduces
  * (the even rank's data in operand a) and takes part as virtual rank r/2; ranks from 2 rem on are
- * virtual rank r - rem; the result goes back at the end. The paper handles other p without a
- * fold; its scheme is not built here.
+ * virtual rank r - rem; the result goes back at the end. The paper's scheme for other p (as the
+ * authors' reference code runs it: ceil(log2 p) steps with the peers taken mod p, each step
+ * sending the blocks of the ranks reached through that peer that no later step reaches) is not
+ * built: for p not a power of two those blocks are not one contiguous range, and every message
+ * here is one range (it would take packing copies or one message per run of blocks, and a new
+ * proof that all ranks reduce each block in the same order).
  *
  * Memory: swing: scratch for one half vector (ceil(n/2) elements), n with a fold; swing_latency:
  * n elements. No up-front copy: the first reduction reads INPUT; out of place the bandwidth
@@ -71,7 +76,7 @@
  * Tags: 0 the fold, 1 + j the j-th exchange (reduce-scatter, then allgather), then the return:
  * 1 + 2L (swing), 1 + L (swing_latency).
  */
-#include "algorithms/algorithms.h"
+#include "algorithms/swing.h"
 #include "algorithms/util.h"
 #include "base/common.h"
 
@@ -85,28 +90,113 @@ static long swing_rho(int s) {
   return sum;
 }
 
-/* The peer of virtual rank v in step s over P ranks. */
-static int swing_peer(int v, int s, int P) {
-  const long d = v % 2 == 0 ? swing_rho(s) : -swing_rho(s);
-  return (int)((((long)v + d) % P + P) % P);
+void mpiar__swing_pattern_1d(mpiar__swing_pattern_t *x, int P) {
+  const int dims[1] = {P};
+  mpiar__swing_pattern_grid(x, dims, 1, 0);
 }
 
-/* min R(v, s): the smallest rank v reaches through steps s .. L-1 (2^(L-s) evaluations). */
-static int reach_min(int v, int s, int L, int P) {
-  if (s >= L) {
-    return v;
+void mpiar__swing_pattern_grid(mpiar__swing_pattern_t *x, const int *dims, int d, int port) {
+  int left[MPIAR__SWING_MAX_DIMS], used[MPIAR__SWING_MAX_DIMS], stride[MPIAR__SWING_MAX_DIMS];
+  x->P = 1;
+  x->L = 0;
+  x->mirror = port >= d;
+  for (int k = 0; k < d; k++) {
+    stride[k] = x->P;
+    x->P *= dims[k];
+    left[k] = mpiar__log2i(dims[k]);
+    used[k] = 0;
+    x->L += left[k];
   }
-  const int a = reach_min(v, s + 1, L, P), b = reach_min(swing_peer(v, s, P), s + 1, L, P);
+  x->nd = d;
+  for (int k = 0; k < d; k++) {
+    x->dsize[k] = dims[k];
+    x->dstride[k] = stride[k];
+    x->before[0][k] = 0;
+  }
+  int k = port % d;
+  for (int st = 0; st < x->L; st++) {
+    while (left[k] == 0) {
+      k = (k + 1) % d;
+    }
+    for (int i = 0; i < d; i++) {
+      x->before[st + 1][i] = x->before[st][i] + (i == k);
+    }
+    x->dim[st] = k;
+    x->rel[st] = used[k]++;
+    x->size[st] = dims[k];
+    x->stride[st] = stride[k];
+    left[k]--;
+    k = (k + 1) % d;
+  }
+}
+
+void mpiar__swing_grid(int P, int d, int *dims) {
+  const int L = mpiar__log2i(P);
+  for (int k = 0; k < d; k++) {
+    dims[k] = 1 << (L / d + (k < L % d ? 1 : 0));
+  }
+}
+
+static int peer_1d(int c, int j, int D, int mirror);
+
+/* The peer of virtual rank v in step st of pattern x. */
+static int swing_peer(const mpiar__swing_pattern_t *x, int v, int st) {
+  const int D = x->size[st], c = (v / x->stride[st]) % D;
+  return v + (peer_1d(c, x->rel[st], D, x->mirror) - c) * x->stride[st];
+}
+
+/* The peer of coordinate c in the j-th step of a dimension of D ranks. */
+static int peer_1d(int c, int j, int D, int mirror) {
+  long d = swing_rho(j);
+  if ((c % 2 != 0) != (mirror != 0)) {
+    d = -d;
+  }
+  return (int)((((long)c + d) % D + D) % D);
+}
+
+/* The smallest coordinate reached from c through steps j .. e-1 of one dimension. */
+static int reach_1d(int c, int j, int e, int D, int mirror) {
+  if (j >= e) {
+    return c;
+  }
+  const int a = reach_1d(c, j + 1, e, D, mirror);
+  const int b = reach_1d(peer_1d(c, j, D, mirror), j + 1, e, D, mirror);
   return a < b ? a : b;
 }
 
-/* min H(v, s): the smallest rank whose data v has combined through steps 0 .. s (v at s < 0). */
-static int forward_min(int v, int s, int P) {
-  if (s < 0) {
-    return v;
+/* The smallest coordinate combined into c through steps 0 .. j-1 of one dimension. */
+static int forward_1d(int c, int j, int D, int mirror) {
+  if (j <= 0) {
+    return c;
   }
-  const int a = forward_min(v, s - 1, P), b = forward_min(swing_peer(v, s, P), s - 1, P);
+  const int a = forward_1d(c, j - 1, D, mirror);
+  const int b = forward_1d(peer_1d(c, j - 1, D, mirror), j - 1, D, mirror);
   return a < b ? a : b;
+}
+
+/*
+ * min R(v, s): the smallest rank v reaches through steps s .. L-1. Each step moves one
+ * coordinate, so R(v, s) is the product of each dimension's own reach, and its smallest rank the
+ * sum of the smallest coordinates (times their strides): dsize evaluations per dimension at most.
+ */
+static int reach_min(const mpiar__swing_pattern_t *x, int v, int s) {
+  int m = 0;
+  for (int k = 0; k < x->nd; k++) {
+    const int c = (v / x->dstride[k]) % x->dsize[k];
+    m += x->dstride[k] * reach_1d(c, x->before[s][k], x->before[x->L][k], x->dsize[k], x->mirror);
+  }
+  return m;
+}
+
+/* min H(v, s): the smallest rank whose data v has combined through steps 0 .. s (v at s < 0),
+ * by the same product. */
+static int forward_min(const mpiar__swing_pattern_t *x, int v, int s) {
+  int m = 0;
+  for (int k = 0; k < x->nd; k++) {
+    const int c = (v / x->dstride[k]) % x->dsize[k];
+    m += x->dstride[k] * forward_1d(c, s < 0 ? 0 : x->before[s + 1][k], x->dsize[k], x->mirror);
+  }
+  return m;
 }
 
 /* The real rank of virtual rank w after the fold. */
@@ -156,7 +246,7 @@ static int unfold(mpiar__schedule_t *s, int rem, int tag_post, const long *deps,
   return id < 0 ? (int)id : MPIAR_SUCCESS;
 }
 
-int mpiar__build_swing_latency(mpiar__schedule_t *s) {
+int mpiar__swing_build_full(mpiar__schedule_t *s, const mpiar__swing_pattern_t *x) {
   const int p = s->nranks;
   const size_t n = s->count;
   int rc = MPIAR_SUCCESS;
@@ -166,7 +256,7 @@ int mpiar__build_swing_latency(mpiar__schedule_t *s) {
     return MPIAR_SUCCESS;
   }
   s->scratch_elems = n;
-  const int P = mpiar__pof2_floor(p), rem = p - P, L = mpiar__log2i(P);
+  const int P = x->P, rem = p - P, L = x->L;
   const int tag_post = 1 + L;
   int v = 0, in_out = 0;
   long last = -1;
@@ -175,7 +265,7 @@ int mpiar__build_swing_latency(mpiar__schedule_t *s) {
   }
   for (int j = 0; j < L; j++) {
     const int st = L - 1 - j; /* the paper's step, largest distance first (header) */
-    const int w = swing_peer(v, st, P), peer = real_rank(w, rem);
+    const int w = swing_peer(x, v, st), peer = real_rank(w, rem);
     const mpiar__operand_t cur = in_out ? mpiar__out(0) : mpiar__own(s, 0);
     long snd, rcv;
     const long sdeps[] = {last};
@@ -184,7 +274,7 @@ int mpiar__build_swing_latency(mpiar__schedule_t *s) {
     MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + j, mpiar__scratch(0), n, sdeps, 1));
     /* The reduction overwrites OUTPUT, which the send may be reading. */
     const long rdeps[] = {rcv, (in_out || s->in_place) ? snd : -1};
-    if (reach_min(v, st + 1, L, P) < reach_min(w, st + 1, L, P)) {
+    if (reach_min(x, v, st + 1) < reach_min(x, w, st + 1)) {
       MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(0), cur, mpiar__scratch(0), n, rdeps, 2));
     } else {
       MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(0), mpiar__scratch(0), cur, n, rdeps, 2));
@@ -198,6 +288,12 @@ cleanup:
   return rc;
 }
 
+int mpiar__build_swing_latency(mpiar__schedule_t *s) {
+  mpiar__swing_pattern_t x;
+  mpiar__swing_pattern_1d(&x, mpiar__pof2_floor(s->nranks > 0 ? s->nranks : 1));
+  return mpiar__swing_build_full(s, &x);
+}
+
 /* A send of the reduce-scatter and the memory it reads (the allgather's receives wait for it). */
 typedef struct rs_send {
   long id;
@@ -205,31 +301,43 @@ typedef struct rs_send {
   size_t len;
 } rs_send_t;
 
+/* One sub-collective: elements [off, off + len) of the vector, scratch from soff, tags from tag0. */
+typedef struct part {
+  size_t off, len, soff;
+  int tag0;
+} part_t;
+
+/* Block b's offset inside a part, as an offset into the whole vector. */
+static size_t part_block(const part_t *q, int P, int b) {
+  return q->off + mpiar__block_off(q->len, P, b);
+}
+
 /*
- * The allgather: steps L-1 .. 0, the range of R(v, s+1) ([lo[s+1], hi[s+1]) blocks) sent to the
- * peer, the sibling range received, after every reduction and receive that wrote what is sent.
+ * The allgather of one part: steps L-1 .. 0, the range of R(v, s+1) ([lo[s+1], hi[s+1]) blocks)
+ * sent to the peer, the sibling range received, after every reduction and receive that wrote what
+ * is sent. Appends the receives (and @p last) to written[].
  */
-static int allgather(mpiar__schedule_t *s, int v, int rem, int L, int P, const int *lo,
-                     const int *hi, const rs_send_t *sends, int nsends, long last) {
-  const size_t n = s->count;
+static int allgather(mpiar__schedule_t *s, const mpiar__swing_pattern_t *x, const part_t *q, int v,
+                     int rem, const int *lo, const int *hi, const rs_send_t *sends, int nsends,
+                     long last, long *written, int *nwritten) {
+  const int P = x->P, L = x->L;
   int rc = MPIAR_SUCCESS;
-  long written[64 + 1];
-  int nwritten = 0;
-  written[nwritten++] = last;
+  const int first = *nwritten;
+  written[(*nwritten)++] = last;
   for (int j = 0; j < L; j++) {
     const int st = L - 1 - j;
-    const int peer = real_rank(swing_peer(v, st, P), rem);
+    const int peer = real_rank(swing_peer(x, v, st), rem);
     const int plo = lo[st + 1] == lo[st] ? hi[st + 1] : lo[st];
     const int phi = plo + (hi[st + 1] - lo[st + 1]);
-    const size_t off = mpiar__block_off(n, P, lo[st + 1]);
-    const size_t len = mpiar__block_off(n, P, hi[st + 1]) - off;
-    const size_t poff = mpiar__block_off(n, P, plo);
-    const size_t plen = mpiar__block_off(n, P, phi) - poff;
+    const size_t off = part_block(q, P, lo[st + 1]);
+    const size_t len = part_block(q, P, hi[st + 1]) - off;
+    const size_t poff = part_block(q, P, plo);
+    const size_t plen = part_block(q, P, phi) - poff;
     long snd, rcv;
-    MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + L + j, mpiar__out(off), len, written,
-                                       (size_t)nwritten));
+    MPIAR__STEP(snd, mpiar__sched_send(s, peer, q->tag0 + L + j, mpiar__out(off), len,
+                                       written + first, (size_t)(*nwritten - first)));
     /* The received range was given away while halving: wait for the sends that read it. */
-    long deps[64];
+    long deps[MPIAR__SWING_MAX_STEPS];
     int nd = 0;
     for (int i = 0; i < nsends; i++) {
       if (sends[i].src.buf == MPIAR__BUF_OUTPUT && sends[i].len > 0 && plen > 0 &&
@@ -237,64 +345,52 @@ static int allgather(mpiar__schedule_t *s, int v, int rem, int L, int P, const i
         deps[nd++] = sends[i].id;
       }
     }
-    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + L + j, mpiar__out(poff), plen, nd ? deps : NULL,
-                                       (size_t)nd));
-    written[nwritten++] = rcv;
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, q->tag0 + L + j, mpiar__out(poff), plen,
+                                       nd ? deps : NULL, (size_t)nd));
+    written[(*nwritten)++] = rcv;
     (void)snd;
   }
-  return unfold(s, rem, 1 + 2 * L, written, (size_t)nwritten);
 cleanup:
   return rc;
 }
 
-int mpiar__build_swing(mpiar__schedule_t *s) {
-  const int p = s->nranks;
-  const size_t n = s->count;
+/* The reduce-scatter and allgather of one part (virtual rank v, OUTPUT as the fold left it). */
+static int build_part(mpiar__schedule_t *s, const mpiar__swing_pattern_t *x, const part_t *q, int v,
+                      int rem, int in_out, long last, long *written, int *nwritten) {
+  const int P = x->P, L = x->L;
   int rc = MPIAR_SUCCESS;
-  int done = 0;
-  MPIAR__CHECK(mpiar__build_trivial(s, &done));
-  if (done) {
-    return MPIAR_SUCCESS;
-  }
-  const int P = mpiar__pof2_floor(p), rem = p - P, L = mpiar__log2i(P);
-  const size_t h = mpiar__block_off(n, P, P / 2);
-  s->scratch_elems = rem > 0 ? n : (h > n - h ? h : n - h);
-  int v = 0, in_out = 0;
-  long last = -1;
-  if (fold(s, rem, 1 + 2 * L, &v, &last, &in_out, &rc)) {
-    return rc;
-  }
   /* lo[s], hi[s]: the blocks of R(v, s), the range this rank holds before step s. */
-  int lo[32], hi[32];
-  rs_send_t sends[32];
+  int lo[MPIAR__SWING_MAX_STEPS + 1], hi[MPIAR__SWING_MAX_STEPS + 1];
+  rs_send_t sends[MPIAR__SWING_MAX_STEPS];
   int nsends = 0;
   lo[0] = 0;
   hi[0] = P;
   /* min of the ranks whose data this rank's partial holds (the forward group), for operand a. */
   int have_min = v;
   for (int st = 0; st < L; st++) {
-    const int w = swing_peer(v, st, P), peer = real_rank(w, rem);
+    const int w = swing_peer(x, v, st), peer = real_rank(w, rem);
     const int mid = lo[st] + (hi[st] - lo[st]) / 2;
-    const int keep_low = reach_min(v, st + 1, L, P) < reach_min(w, st + 1, L, P);
+    const int keep_low = reach_min(x, v, st + 1) < reach_min(x, w, st + 1);
     lo[st + 1] = keep_low ? lo[st] : mid;
     hi[st + 1] = keep_low ? mid : hi[st];
     const int glo = keep_low ? mid : lo[st], ghi = keep_low ? hi[st] : mid;
-    const size_t koff = mpiar__block_off(n, P, lo[st + 1]);
-    const size_t klen = mpiar__block_off(n, P, hi[st + 1]) - koff;
-    const size_t goff = mpiar__block_off(n, P, glo), glen = mpiar__block_off(n, P, ghi) - goff;
+    const size_t koff = part_block(q, P, lo[st + 1]);
+    const size_t klen = part_block(q, P, hi[st + 1]) - koff;
+    const size_t goff = part_block(q, P, glo), glen = part_block(q, P, ghi) - goff;
     const mpiar__operand_t gsrc = in_out ? mpiar__out(goff) : mpiar__own(s, goff);
     const mpiar__operand_t kcur = in_out ? mpiar__out(koff) : mpiar__own(s, koff);
     long snd, rcv;
     const long deps[] = {last};
-    MPIAR__STEP(snd, mpiar__sched_send(s, peer, 1 + st, gsrc, glen, deps, 1));
+    MPIAR__STEP(snd, mpiar__sched_send(s, peer, q->tag0 + st, gsrc, glen, deps, 1));
     sends[nsends].id = snd;
     sends[nsends].src = gsrc;
     sends[nsends++].len = glen;
     /* Out of place, before the first reduction OUTPUT is empty: receive there (Rabenseifner). */
-    const mpiar__operand_t landing = (in_out || s->in_place) ? mpiar__scratch(0) : mpiar__out(koff);
-    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, 1 + st, landing, klen, deps, 1));
+    const mpiar__operand_t landing =
+        (in_out || s->in_place) ? mpiar__scratch(q->soff) : mpiar__out(koff);
+    MPIAR__STEP(rcv, mpiar__sched_recv(s, peer, q->tag0 + st, landing, klen, deps, 1));
     /* The partner's partial holds its forward group through step st-1: compare the minima. */
-    const int peer_min = forward_min(w, st - 1, P);
+    const int peer_min = forward_min(x, w, st - 1);
     const long ddeps[] = {rcv};
     if (have_min < peer_min) {
       MPIAR__STEP(last, mpiar__sched_reduce(s, mpiar__out(koff), kcur, landing, klen, ddeps, 1));
@@ -305,13 +401,61 @@ int mpiar__build_swing(mpiar__schedule_t *s) {
     in_out = 1;
   }
   MPIAR__CHECK(mpiar__sched_mark_final(s, last));
-  MPIAR__CHECK(allgather(s, v, rem, L, P, lo, hi, sends, nsends, last));
+  MPIAR__CHECK(allgather(s, x, q, v, rem, lo, hi, sends, nsends, last, written, nwritten));
 cleanup:
   return rc;
 }
 
+int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t *pats,
+                             int nparts) {
+  const int p = s->nranks;
+  const size_t n = s->count;
+  int rc = MPIAR_SUCCESS;
+  int done = 0;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
+    return MPIAR_SUCCESS;
+  }
+  const int P = pats[0].P, rem = p - P, L = pats[0].L;
+  part_t parts[2 * MPIAR__SWING_MAX_DIMS];
+  size_t scratch = 0;
+  for (int j = 0; j < nparts; j++) {
+    parts[j].off = mpiar__block_off(n, nparts, j);
+    parts[j].len = mpiar__block_off(n, nparts, j + 1) - parts[j].off;
+    parts[j].soff = scratch;
+    parts[j].tag0 = 1 + 2 * L * j;
+    /* The landing of a reduce-scatter step: at most the larger half of the part. */
+    const size_t h = mpiar__block_off(parts[j].len, P, P / 2);
+    scratch += h > parts[j].len - h ? h : parts[j].len - h;
+  }
+  s->scratch_elems = rem > 0 && scratch < n ? n : scratch;
+  const int tag_post = 1 + 2 * L * nparts;
+  int v = 0, in_out = 0;
+  long last = -1;
+  if (fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
+    return rc;
+  }
+  long written[2 * MPIAR__SWING_MAX_DIMS * (MPIAR__SWING_MAX_STEPS + 1)];
+  int nwritten = 0;
+  for (int j = 0; j < nparts; j++) {
+    if (parts[j].len == 0 && nparts > 1) {
+      continue; /* every rank skips the same empty parts */
+    }
+    MPIAR__CHECK(build_part(s, &pats[j], &parts[j], v, rem, in_out, last, written, &nwritten));
+  }
+  MPIAR__CHECK(unfold(s, rem, tag_post, written, (size_t)nwritten));
+cleanup:
+  return rc;
+}
+
+int mpiar__build_swing(mpiar__schedule_t *s) {
+  mpiar__swing_pattern_t x;
+  mpiar__swing_pattern_1d(&x, mpiar__pof2_floor(s->nranks > 0 ? s->nranks : 1));
+  return mpiar__swing_build_parts(s, &x, 1);
+}
+
 /* The fold's extra time: the whole vector in, reduced, and the result back. */
-static double fold_cost(int nranks, double n, const mpiar__cost_params_t *c) {
+double mpiar__swing_fold_cost(int nranks, double n, const mpiar__cost_params_t *c) {
   if (mpiar__pof2_floor(nranks) == nranks) {
     return 0.0;
   }
@@ -320,7 +464,8 @@ static double fold_cost(int nranks, double n, const mpiar__cost_params_t *c) {
 
 /* One round of the Swing pattern for the two-level estimate: step st over the virtual ranks. */
 typedef struct swing_round {
-  int P, rem, st;
+  const mpiar__swing_pattern_t *x;
+  int rem, st;
 } swing_round_t;
 
 static int swing_round_peer(int rank, const void *arg) {
@@ -329,7 +474,7 @@ static int swing_round_peer(int rank, const void *arg) {
     return -1; /* folded away */
   }
   const int v = rank < 2 * x->rem ? rank / 2 : rank - x->rem;
-  return real_rank(swing_peer(v, x->st, x->P), x->rem);
+  return real_rank(swing_peer(x->x, v, x->st), x->rem);
 }
 
 /*
@@ -337,10 +482,11 @@ static int swing_round_peer(int rank, const void *arg) {
  * on the topology (the slower of an intra-node message and the busiest node port) plus its
  * reduction; the fold and the return are rounds between the pairs (2i, 2i+1).
  */
-static double cost_two_level(int nranks, double n, const mpiar__cost_params_t *c,
-                             const mpiar__topology_t *topo, int latency) {
-  const int P = mpiar__pof2_floor(nranks), L = mpiar__log2i(P);
-  swing_round_t x = {P, nranks - P, 0};
+double mpiar__swing_cost_two_level(int nranks, double n, const mpiar__cost_params_t *c,
+                                   const mpiar__topology_t *topo, int latency,
+                                   const mpiar__swing_pattern_t *pat) {
+  const int P = pat->P, L = pat->L;
+  swing_round_t x = {pat, nranks - P, 0};
   mpiar__round_load_t load;
   double t = 0.0;
   for (int st = 0; st < L; st++) {
@@ -370,12 +516,14 @@ static double cost(int nranks, size_t bytes, const mpiar__cost_params_t *c,
   const double n = (double)bytes, q = P;
   mpiar__cost_params_t k;
   if (!mpiar__cost_one_level(topo, c, &k)) {
-    return cost_two_level(nranks, n, c, topo, latency);
+    mpiar__swing_pattern_t x;
+    mpiar__swing_pattern_1d(&x, P);
+    return mpiar__swing_cost_two_level(nranks, n, c, topo, latency, &x);
   }
   const double steps = latency ? mpiar__log2i(P) * (k.alpha + n * k.beta + n * k.gamma)
                                : 2 * mpiar__log2i(P) * k.alpha + 2 * (q - 1) / q * n * k.beta +
                                      (q - 1) / q * n * k.gamma;
-  return steps + fold_cost(nranks, n, &k);
+  return steps + mpiar__swing_fold_cost(nranks, n, &k);
 }
 
 double mpiar__cost_swing(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

@@ -528,56 +528,155 @@ static void net_advance(sim_t *m) {
   m->net_last = m->now;
 }
 
+/* A link's share when it was queued, valid while the link still has that many unfixed messages. */
+typedef struct share_item {
+  double share;
+  int link, cnt;
+} share_item_t;
+
+static int share_less(const share_item_t *a, const share_item_t *b) {
+  return a->share < b->share || (a->share == b->share && a->link < b->link);
+}
+
+static int share_push(share_item_t **h, size_t *n, size_t *cap, share_item_t x) {
+  if (*n == *cap) {
+    const size_t c = *cap ? 2 * *cap : 1024;
+    share_item_t *g = realloc(*h, c * sizeof *g);
+    if (g == NULL) {
+      return -1;
+    }
+    *h = g;
+    *cap = c;
+  }
+  size_t i = (*n)++;
+  while (i > 0 && share_less(&x, &(*h)[(i - 1) / 2])) {
+    (*h)[i] = (*h)[(i - 1) / 2];
+    i = (i - 1) / 2;
+  }
+  (*h)[i] = x;
+  return 0;
+}
+
+static share_item_t share_pop(share_item_t *h, size_t *n) {
+  const share_item_t top = h[0], last = h[--*n];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= *n) {
+      break;
+    }
+    if (c + 1 < *n && share_less(&h[c + 1], &h[c])) {
+      c++;
+    }
+    if (!share_less(&h[c], &last)) {
+      break;
+    }
+    h[i] = h[c];
+    i = c;
+  }
+  if (*n > 0) {
+    h[i] = last;
+  }
+  return top;
+}
+
 /*
  * Max-min fair rates by progressive filling: the link with the least capacity per unfixed
- * message fixes those messages at that share, which leaves their other links; repeat. Then
- * queue the next departure.
+ * message (the lowest index among equals) fixes those messages at that share, which leaves their
+ * other links; repeat. The links wait in a heap keyed by their share (an entry is stale once the
+ * link's count of unfixed messages has changed) and each link lists its messages, so a round
+ * costs the messages it fixes rather than a scan of every link and message. Then queue the next
+ * departure.
  */
 static int net_rates(sim_t *m) {
-  for (int l = 0; l < m->nlinks; l++) {
+  const int nl = m->nlinks, nf = m->nflows, H = m->max_hops;
+  for (int l = 0; l < nl; l++) {
     m->link_rem[l] = m->link_cap[l];
     m->link_cnt[l] = 0;
   }
-  for (int f = 0; f < m->nflows; f++) {
+  for (int f = 0; f < nf; f++) {
     m->flow_frozen[f] = 0;
     for (int h = 0; h < m->flow_hops[f]; h++) {
-      m->link_cnt[m->flow_route[f * m->max_hops + h]]++;
+      m->link_cnt[m->flow_route[f * H + h]]++;
     }
   }
-  int unfixed = m->nflows;
-  while (unfixed > 0) {
-    int best = -1;
-    double share = 0;
-    for (int l = 0; l < m->nlinks; l++) {
-      if (m->link_cnt[l] > 0) {
-        const double s = m->link_rem[l] / m->link_cnt[l];
-        if (best < 0 || s < share) {
-          best = l;
-          share = s;
-        }
+  /* Each link's messages in increasing order (first[l] .. first[l + 1] in list). */
+  int *first = malloc(((size_t)nl + 1) * sizeof *first);
+  int *list = malloc(((size_t)nf * (size_t)H + 1) * sizeof *list);
+  share_item_t *heap = NULL;
+  size_t nheap = 0, heap_cap = 0;
+  int rc = 0;
+  if (first == NULL || list == NULL) {
+    rc = fail(m, "out of memory (link shares)");
+    goto done;
+  }
+  first[0] = 0;
+  for (int l = 0; l < nl; l++) {
+    first[l + 1] = first[l] + m->link_cnt[l];
+  }
+  for (int f = 0; f < nf; f++) {
+    for (int h = 0; h < m->flow_hops[f]; h++) {
+      const int l = m->flow_route[f * H + h];
+      list[first[l + 1] - m->link_cnt[l]--] = f;
+    }
+  }
+  for (int l = 0; l < nl; l++) {
+    m->link_cnt[l] = first[l + 1] - first[l];
+    if (m->link_cnt[l] > 0) {
+      const share_item_t x = {m->link_rem[l] / m->link_cnt[l], l, m->link_cnt[l]};
+      if (share_push(&heap, &nheap, &heap_cap, x) != 0) {
+        rc = fail(m, "out of memory (link shares)");
+        goto done;
       }
     }
-    for (int f = 0; f < m->nflows; f++) {
-      const int *route = &m->flow_route[f * m->max_hops];
-      int crosses = 0;
-      for (int h = 0; h < m->flow_hops[f] && !crosses && !m->flow_frozen[f]; h++) {
-        crosses = route[h] == best;
-      }
-      if (!crosses) {
+  }
+  int unfixed = nf;
+  while (unfixed > 0 && nheap > 0) {
+    const share_item_t top = share_pop(heap, &nheap);
+    const int best = top.link;
+    if (m->link_cnt[best] != top.cnt || top.cnt == 0) {
+      continue; /* stale */
+    }
+    const double share = top.share;
+    for (int i = first[best]; i < first[best + 1]; i++) {
+      const int f = list[i];
+      if (m->flow_frozen[f]) {
         continue;
       }
       m->flow_frozen[f] = 1;
       m->flow_rate[f] = share;
       unfixed--;
+      const int *route = &m->flow_route[f * H];
       for (int h = 0; h < m->flow_hops[f]; h++) {
         m->link_rem[route[h]] -= share;
         m->link_cnt[route[h]]--;
       }
     }
+    /* Requeue the links those messages left, at their new shares. */
+    for (int i = first[best]; i < first[best + 1]; i++) {
+      const int *route = &m->flow_route[list[i] * H];
+      for (int h = 0; h < m->flow_hops[list[i]]; h++) {
+        const int l = route[h];
+        if (m->link_cnt[l] > 0 && l != best) {
+          const share_item_t x = {m->link_rem[l] / m->link_cnt[l], l, m->link_cnt[l]};
+          if (share_push(&heap, &nheap, &heap_cap, x) != 0) {
+            rc = fail(m, "out of memory (link shares)");
+            goto done;
+          }
+        }
+      }
+    }
+  }
+done:
+  free(first);
+  free(list);
+  free(heap);
+  if (rc != 0) {
+    return rc;
   }
   m->net_version++;
   double next = -1;
-  for (int f = 0; f < m->nflows; f++) {
+  for (int f = 0; f < nf; f++) {
     const double t = m->flow_left[f] > 0 ? m->flow_left[f] / m->flow_rate[f] : 0;
     if (next < 0 || t < next) {
       next = t;
