@@ -15,6 +15,10 @@ contiguous data is never copied.
   persistent requests, run again and again with ``start()``. ``waitall``, ``waitany``,
   ``testany`` on lists of requests. A request dropped while active is completed (waited for),
   since the operation is collective.
+- ``reduce_scatter_block(x, op="sum", out=None, comm=None, ...)``: rank r's block r of the
+  reduction of x (p equal blocks), a new one-dimensional array unless ``out`` is given;
+  ``allgather(x, out=None, comm=None, ...)``: every rank's x in rank order (p x.size elements).
+  Nonblocking (``ireduce_scatter_block``, ``iallgather``) and persistent (``..._init``) forms too.
 - ``select(nbytes, nranks)``: the algorithm and segment size ``"auto"`` picks.
 - ``KVStore``: the allreduce key-value store (init, pushpull, pushpull_async, wait_all,
   broadcast, step, update, save/load).
@@ -30,9 +34,10 @@ matching arguments; a rank whose arguments are wrong raises its own exception an
 from mpi4py import MPI as _MPI  # noqa: F401  (MPI is initialised by mpi4py, before the extension)
 
 from . import _mpiar
-from ._mpiar import (Error, KVStore, Request, algorithms, allreduce, allreduce_init, bcast,
-                     bcast_init, build_info, iallreduce, ibcast, kernel_level, select, testany,
-                     waitall, waitany)
+from ._mpiar import (Error, KVStore, Request, algorithms, allgather, allgather_init, allreduce,
+                     allreduce_init, bcast, bcast_init, build_info, iallgather, iallreduce,
+                     ibcast, ireduce_scatter_block, kernel_level, reduce_scatter_block,
+                     reduce_scatter_block_init, select, testany, waitall, waitany)
 
 __version__ = _mpiar.__version__
 
@@ -63,7 +68,8 @@ class SGD:
                 f"weight_decay={self.weight_decay})")
 
 
-__all__ = ["Error", "KVStore", "Request", "SGD", "algorithms", "allreduce", "allreduce_init",
-           "bcast", "bcast_init", "build_info", "errors", "iallreduce", "ibcast", "kernel_level",
-           "select", "testany", "waitall", "waitany"] + [cls.__name__ for cls in
-                                                         _mpiar._error_classes]
+__all__ = ["Error", "KVStore", "Request", "SGD", "algorithms", "allgather", "allgather_init",
+           "allreduce", "allreduce_init", "bcast", "bcast_init", "build_info", "errors",
+           "iallgather", "iallreduce", "ibcast", "ireduce_scatter_block", "kernel_level",
+           "reduce_scatter_block", "reduce_scatter_block_init", "select", "testany", "waitall",
+           "waitany"] + [cls.__name__ for cls in _mpiar._error_classes]

@@ -173,6 +173,70 @@ int pyar_call_prepare_allreduce(pyar_call_t *c, PyObject *x, PyObject *op, PyObj
   return 0;
 }
 
+/* ---- reduce-scatter and allgather ----------------------------------------------------------- */
+
+int pyar_call_prepare_rsag(pyar_call_t *c, PyObject *x, PyObject *op, PyObject *out) {
+  const int rs = c->kind == PYAR_CALL_REDUCE_SCATTER;
+  if (pyar_get_op(op, MPIAR_SUM, &c->op, c->fname) < 0 ||
+      pyar_array_get(x, &c->in, c->fname, "x") < 0 || (rs && check_op(c) < 0)) {
+    return -1;
+  }
+  const size_t p = (size_t)c->size, n = c->in.count;
+  if (rs && n % p != 0) {
+    PyErr_Format(PyExc_ValueError, "%s: x has %zu elements, not a multiple of the %zu ranks",
+                 c->fname, n, p);
+    return -1;
+  }
+  if (!rs && n > SIZE_MAX / 16 / p) {
+    PyErr_Format(PyExc_ValueError, "%s: %zu elements per rank are too many", c->fname, n);
+    return -1;
+  }
+  const size_t want = rs ? n / p : n * p;
+  if (out == NULL || out == Py_None) {
+    pyar_array_t shape = c->in; /* a template: one dimension of `want` elements */
+    shape.ndim = 1;
+    shape.shape[0] = (Py_ssize_t)want;
+    if ((c->result = pyar_array_new_like(&shape, c->fname)) == NULL) {
+      return -1;
+    }
+    c->result_new = 1;
+    out = c->result;
+  } else {
+    Py_INCREF(out);
+    c->result = out;
+  }
+  pyar_array_t *o = &c->out;
+  if (pyar_array_get(out, o, c->fname, "out") < 0 ||
+      pyar_array_check_writable(o, c->fname, "out") < 0) {
+    return -1;
+  }
+  if (o->dtype != c->in.dtype || o->is_bool != c->in.is_bool) {
+    PyErr_Format(PyExc_TypeError, "%s: out has dtype %s, x has %s", c->fname,
+                 pyar_array_dtype_name(o), pyar_array_dtype_name(&c->in));
+    return -1;
+  }
+  if (o->count != want || (want > 0 && (o->data == NULL || !o->c_contig))) {
+    PyErr_Format(PyExc_ValueError,
+                 "%s: out must be a C-contiguous array of %zu elements (x's %zu %s %zu ranks); "
+                 "it has %zu",
+                 c->fname, want, n, rs ? "over" : "times", p, o->count);
+    return -1;
+  }
+  const size_t es = mpiar_dtype_size(c->in.dtype);
+  if (c->in.data != NULL && n > 0 && want > 0 && c->in.data < o->data + want * es &&
+      o->data < c->in.data + n * es) {
+    return pyar_raise_code(MPIAR_ERR_OVERLAP, "%s: x and out overlap", c->fname);
+  }
+  c->order = 'C';
+  c->recv = o->data;
+  if (pyar_array_data_in(&c->in, 'C', &c->send, c->fname, "x") < 0) {
+    return -1;
+  }
+  c->count = rs ? n / p : n;
+  c->dtype = c->in.dtype;
+  return 0;
+}
+
 /* ---- bcast -------------------------------------------------------------------------------- */
 
 int pyar_call_prepare_bcast(pyar_call_t *c, PyObject *x, PyObject *root) {
@@ -223,7 +287,9 @@ static void agree_fields(const pyar_call_t *c, long long v[AG_N]) {
   v[AG_FAILED] = 0;
   v[AG_KIND] = c->kind;
   v[AG_DTYPE] = (long long)c->in.dtype * 2 + c->in.is_bool;
-  v[AG_OP] = c->kind == PYAR_CALL_ALLREDUCE ? (long long)c->op.op : 0;
+  v[AG_OP] = c->kind == PYAR_CALL_ALLREDUCE || c->kind == PYAR_CALL_REDUCE_SCATTER
+                  ? (long long)c->op.op
+                  : 0;
   v[AG_ROOT] = c->root;
   v[AG_COUNT] = (long long)c->in.count;
   v[AG_SHAPE] = (long long)(shape >> 2);
@@ -339,6 +405,15 @@ int pyar_call_run(pyar_call_t *c) {
   if (c->kind == PYAR_CALL_ALLREDUCE) {
     Py_BEGIN_ALLOW_THREADS;
     rc = mpiar_allreduce_ex(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm, &c->opts);
+    Py_END_ALLOW_THREADS;
+  } else if (c->kind == PYAR_CALL_REDUCE_SCATTER) {
+    Py_BEGIN_ALLOW_THREADS;
+    rc = mpiar_reduce_scatter_block_ex(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm,
+                                       &c->opts);
+    Py_END_ALLOW_THREADS;
+  } else if (c->kind == PYAR_CALL_ALLGATHER) {
+    Py_BEGIN_ALLOW_THREADS;
+    rc = mpiar_allgather_ex(c->send, c->recv, c->count, c->dtype, c->comm, &c->opts);
     Py_END_ALLOW_THREADS;
   } else {
     Py_BEGIN_ALLOW_THREADS;

@@ -1,5 +1,5 @@
 /*
- * mpiar.allreduce, mpiar.bcast and mpiar.select. Each call parses its arguments, prepares a
+ * mpiar.allreduce, mpiar.bcast, mpiar.reduce_scatter_block, mpiar.allgather and mpiar.select. Each call parses its arguments, prepares a
  * pyar_call_t (call.c), runs the cross-rank check unless check=False, and runs the C call without
  * the GIL. The nonblocking forms (iallreduce, ibcast) and the persistent ones (allreduce_init,
  * bcast_init) prepare the call inside a request object (request.c), which owns its arrays until
@@ -116,6 +116,16 @@ static PyObject *start(PyObject *req, int how, int check, int local_failed) {
     rc = mpiar_iallreduce(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm, &c->opts, h);
   } else if (c->kind == PYAR_CALL_ALLREDUCE) {
     rc = mpiar_allreduce_init(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm, &c->opts, h);
+  } else if (c->kind == PYAR_CALL_REDUCE_SCATTER && how == START_NONBLOCKING) {
+    rc = mpiar_ireduce_scatter_block(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm,
+                                     &c->opts, h);
+  } else if (c->kind == PYAR_CALL_REDUCE_SCATTER) {
+    rc = mpiar_reduce_scatter_block_init(c->send, c->recv, c->count, c->dtype, c->op.op, c->comm,
+                                         &c->opts, h);
+  } else if (c->kind == PYAR_CALL_ALLGATHER && how == START_NONBLOCKING) {
+    rc = mpiar_iallgather(c->send, c->recv, c->count, c->dtype, c->comm, &c->opts, h);
+  } else if (c->kind == PYAR_CALL_ALLGATHER) {
+    rc = mpiar_allgather_init(c->send, c->recv, c->count, c->dtype, c->comm, &c->opts, h);
   } else if (how == START_NONBLOCKING) {
     rc = mpiar_ibcast(c->recv, c->count, c->dtype, c->root, c->comm, &c->opts, h);
   } else {
@@ -287,3 +297,81 @@ PyObject *pyar_c_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
   }
   return PyFloat_FromDouble((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
 }
+
+/* ---- reduce-scatter and allgather --------------------------------------------------------- */
+
+/*
+ * reduce_scatter_block(x, op, out, comm, algorithm, segment_bytes, timeout_ms, check) and
+ * allgather(x, out, comm, ...): blocking (how -1), nonblocking or persistent.
+ */
+static PyObject *rsag(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, pyar_sig_t *sig,
+                      int kind, int how) {
+  const int rs = kind == PYAR_CALL_REDUCE_SCATTER;
+  PyObject *a[8] = {NULL};
+  PyObject **v = rs ? a : a + 1; /* allgather has no op: its arguments start one later */
+  int check = 1;
+  if (pyar_parse(sig, args, nargs, kwnames, v) < 0 || get_check(a[7], &check) < 0) {
+    return NULL;
+  }
+  if (!rs) {
+    a[0] = a[1];
+    a[1] = NULL;
+  }
+  if (how < 0) {
+    pyar_call_t c;
+    pyar_call_init(&c, sig->fname, kind);
+    if (pyar_call_comm(&c, a[3]) < 0) {
+      pyar_call_release(&c);
+      return NULL;
+    }
+    int local_failed = pyar_call_options(&c, a[4], a[5], a[6]) < 0 ||
+                       pyar_call_prepare_rsag(&c, a[0], a[1], a[2]) < 0;
+    return finish(&c, check, local_failed);
+  }
+  PyObject *req = pyar_request_new(kind, sig->fname, how == START_PERSISTENT);
+  if (req == NULL) {
+    return NULL;
+  }
+  pyar_call_t *c = pyar_request_call(req);
+  if (pyar_call_comm(c, a[3]) < 0) {
+    Py_DECREF(req);
+    return NULL;
+  }
+  int local_failed = pyar_call_options(c, a[4], a[5], a[6]) < 0 ||
+                     pyar_call_prepare_rsag(c, a[0], a[1], a[2]) < 0;
+  return start(req, how, check, local_failed);
+}
+
+#define RS_SIG(name)                                                                        \
+  static pyar_sig_t name##_sig = {                                                          \
+      "mpiar." #name,                                                                        \
+      1,                                                                                     \
+      8,                                                                                     \
+      {"x", "op", "out", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL}, \
+      {NULL}};
+#define AG_SIG(name)                                                                  \
+  static pyar_sig_t name##_sig = {                                                    \
+      "mpiar." #name,                                                                  \
+      1,                                                                               \
+      7,                                                                               \
+      {"x", "out", "comm", "algorithm", "segment_bytes", "timeout_ms", "check", NULL}, \
+      {NULL}};
+RS_SIG(reduce_scatter_block)
+RS_SIG(ireduce_scatter_block)
+RS_SIG(reduce_scatter_block_init)
+AG_SIG(allgather)
+AG_SIG(iallgather)
+AG_SIG(allgather_init)
+
+#define RSAG_FN(name, kind, how)                                                          \
+  PyObject *pyar_##name(PyObject *self, PyObject *const *args, Py_ssize_t nargs,         \
+                        PyObject *kwnames) {                                              \
+    (void)self;                                                                           \
+    return rsag(args, nargs, kwnames, &name##_sig, kind, how);                            \
+  }
+RSAG_FN(reduce_scatter_block, PYAR_CALL_REDUCE_SCATTER, -1)
+RSAG_FN(ireduce_scatter_block, PYAR_CALL_REDUCE_SCATTER, START_NONBLOCKING)
+RSAG_FN(reduce_scatter_block_init, PYAR_CALL_REDUCE_SCATTER, START_PERSISTENT)
+RSAG_FN(allgather, PYAR_CALL_ALLGATHER, -1)
+RSAG_FN(iallgather, PYAR_CALL_ALLGATHER, START_NONBLOCKING)
+RSAG_FN(allgather_init, PYAR_CALL_ALLGATHER, START_PERSISTENT)

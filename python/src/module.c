@@ -189,6 +189,34 @@ static PyMethodDef methods[] = {
     {"bcast_init", PYAR_FASTCALL(pyar_bcast_init), METH_FASTCALL | METH_KEYWORDS,
      "bcast_init($module, /, x, root=0, comm=None, algorithm=None, segment_bytes=None, "
      "timeout_ms=None, check=True)\n--\n\nA persistent broadcast of x (see allreduce_init)."},
+    {"reduce_scatter_block", PYAR_FASTCALL(pyar_reduce_scatter_block),
+     METH_FASTCALL | METH_KEYWORDS,
+     "reduce_scatter_block($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nReduce x (p equal blocks, p = the "
+     "size of comm) over every rank and return rank r's block r of the result: out, or a new "
+     "one-dimensional array of x.size / p elements like x. algorithm: 'ring', "
+     "'recursive_halving', 'direct', 'repro_direct' or None (auto)."},
+    {"allgather", PYAR_FASTCALL(pyar_allgather), METH_FASTCALL | METH_KEYWORDS,
+     "allgather($module, /, x, out=None, comm=None, algorithm=None, segment_bytes=None, "
+     "timeout_ms=None, check=True)\n--\n\nGather every rank's x (the same size on every rank) "
+     "into out in rank order and return it: out, or a new one-dimensional array of p * x.size "
+     "elements like x. algorithm: 'ring', 'recursive_doubling', 'bruck', 'direct' or None."},
+    {"ireduce_scatter_block", PYAR_FASTCALL(pyar_ireduce_scatter_block),
+     METH_FASTCALL | METH_KEYWORDS,
+     "ireduce_scatter_block($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nStart reduce_scatter_block(x, ...) "
+     "and return an mpiar.Request; its wait() returns the output."},
+    {"iallgather", PYAR_FASTCALL(pyar_iallgather), METH_FASTCALL | METH_KEYWORDS,
+     "iallgather($module, /, x, out=None, comm=None, algorithm=None, segment_bytes=None, "
+     "timeout_ms=None, check=True)\n--\n\nStart allgather(x, ...) and return an mpiar.Request."},
+    {"reduce_scatter_block_init", PYAR_FASTCALL(pyar_reduce_scatter_block_init),
+     METH_FASTCALL | METH_KEYWORDS,
+     "reduce_scatter_block_init($module, /, x, op='sum', out=None, comm=None, algorithm=None, "
+     "segment_bytes=None, timeout_ms=None, check=True)\n--\n\nA persistent reduce_scatter_block "
+     "(see allreduce_init)."},
+    {"allgather_init", PYAR_FASTCALL(pyar_allgather_init), METH_FASTCALL | METH_KEYWORDS,
+     "allgather_init($module, /, x, out=None, comm=None, algorithm=None, segment_bytes=None, "
+     "timeout_ms=None, check=True)\n--\n\nA persistent allgather (see allreduce_init)."},
     {"waitall", PYAR_FASTCALL(pyar_waitall), METH_FASTCALL | METH_KEYWORDS,
      "waitall($module, /, requests)\n--\n\nWait for every request (advancing them all "
      "together) and return the list of their results; raise the first error in list order once "

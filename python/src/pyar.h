@@ -189,7 +189,13 @@ PyObject *pyar_array_template(const pyar_array_t *a);
 
 /* ---- call.c ------------------------------------------------------------------------------ */
 
-enum { PYAR_CALL_ALLREDUCE = 1, PYAR_CALL_BCAST = 2, PYAR_CALL_KV = 3 };
+enum {
+  PYAR_CALL_ALLREDUCE = 1,
+  PYAR_CALL_BCAST = 2,
+  PYAR_CALL_KV = 3,
+  PYAR_CALL_REDUCE_SCATTER = 4,
+  PYAR_CALL_ALLGATHER = 5
+};
 
 /** One prepared collective call. */
 typedef struct pyar_call {
@@ -236,6 +242,14 @@ int pyar_call_options(pyar_call_t *c, PyObject *algorithm, PyObject *segment_byt
 
 /** Validate and lay out an allreduce. @return 0, or -1 with the local exception set. */
 int pyar_call_prepare_allreduce(pyar_call_t *c, PyObject *x, PyObject *op, PyObject *out);
+
+/**
+ * Validate and lay out a reduce-scatter (c->kind PYAR_CALL_REDUCE_SCATTER: x holds p blocks, out
+ * one) or an allgather (x one block, out p): out, when given, any writable C-contiguous array of
+ * x's dtype with that many elements, else a new one-dimensional array like x. Never in place.
+ * @return 0, or -1 with the local exception set.
+ */
+int pyar_call_prepare_rsag(pyar_call_t *c, PyObject *x, PyObject *op, PyObject *out);
 
 /** Validate a broadcast. @return 0, or -1 with the local exception set. */
 int pyar_call_prepare_bcast(pyar_call_t *c, PyObject *x, PyObject *root);
@@ -311,6 +325,18 @@ PyObject *pyar_allreduce_init(PyObject *self, PyObject *const *args, Py_ssize_t 
                               PyObject *kwnames);
 PyObject *pyar_bcast_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames);
+PyObject *pyar_reduce_scatter_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                    PyObject *kwnames);
+PyObject *pyar_ireduce_scatter_block(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames);
+PyObject *pyar_reduce_scatter_block_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                         PyObject *kwnames);
+PyObject *pyar_allgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                         PyObject *kwnames);
+PyObject *pyar_iallgather(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames);
+PyObject *pyar_allgather_init(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames);
 PyObject *pyar_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *pyar_c_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
