@@ -51,6 +51,21 @@ static int parse_dtypes(const char *value, void *dest, char *err, size_t errlen)
   return 0;
 }
 
+static int parse_named_only(const char *value, void *dest, char *err, size_t errlen) {
+  tune_opts_t *o = dest;
+  if (strcmp(value, "yes") == 0) {
+    o->named_only = 1;
+  } else if (strcmp(value, "no") == 0) {
+    o->named_only = 0;
+  } else if (strcmp(value, "auto") == 0) {
+    o->named_only = -1;
+  } else {
+    snprintf(err, errlen, "'%s' is not yes, no or auto", value);
+    return -1;
+  }
+  return 0;
+}
+
 static const char about[] =
     "Tunes mpiar's automatic choice for the communicator it runs on and writes a tuning\n"
     "file for MPIAR_TUNING_FILE. It calibrates the cost model (alpha and beta per level:\n"
@@ -77,6 +92,7 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
   o->min_bytes = 4;
   o->max_bytes = (size_t)256 << 20;
   o->warmup = -1;
+  o->named_only = -1;
   o->dtypes[0] = MPIAR_FLOAT32;
   o->ndtypes = 1;
   long factor = 2, iters = 0, warmup = -1, min_iters = 0;
@@ -166,6 +182,14 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
        .metavar = "PCT",
        .help = "keep the previous size's winner when it is within PCT percent\n"
                "of the fastest; default 1"},
+      {.long_name = "named-only",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = o,
+       .parse = parse_named_only,
+       .metavar = "yes|no|auto",
+       .help = "also sweep the named-only entries (swing, trees, direct, ...);\n"
+               "they enter the table only where they resolve a win; default\n"
+               "auto: on more than 2 ranks"},
       {.short_name = 'q',
        .long_name = "quiet",
        .kind = TOOL_ARG_FLAG,

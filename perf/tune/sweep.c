@@ -42,8 +42,12 @@ static void make_candidates(const tune_opts_t *o, const tune_env_t *env, tune_sw
     if ((a->flags & MPIAR__ALG_HIERARCHICAL) && !hierarchical) {
       continue;
     }
-    if (a->flags & MPIAR__ALG_MANUAL) {
-      continue; /* not an automatic candidate: a table naming it would make it one */
+    /* A named-only entry is not an automatic candidate of the model; a table naming it makes it
+     * one where it resolved a win. At p = 2 they are measured copies of the automatic ones or
+     * slower (docs/algorithms.md), so by default they are swept only on more ranks. */
+    const int named = o->named_only < 0 ? env->p > 2 : o->named_only;
+    if ((a->flags & MPIAR__ALG_MANUAL) && !named) {
+      continue;
     }
     int nseg = (a->flags & MPIAR__ALG_SEGMENTED) ? o->nsegments : 0;
     for (int k = -1; k < nseg && s->ncand < TUNE_MAX_CANDIDATES; k++) {

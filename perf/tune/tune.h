@@ -25,7 +25,7 @@
 #include "tuning/tuning.h"
 
 #define TUNE_MAX_SIZES 64
-#define TUNE_MAX_CANDIDATES 48
+#define TUNE_MAX_CANDIDATES 64
 #define TUNE_MAX_SEGMENTS 16
 #define TUNE_MAX_POINTS 32
 
@@ -41,6 +41,7 @@ typedef struct tune_opts {
   size_t segments[TUNE_MAX_SEGMENTS];
   int nsegments;
   double tie; /* relative margin within which the previous size's winner is kept */
+  int named_only; /* --named-only: also sweep MPIAR__ALG_MANUAL entries; -1: where p > 2 */
   int quiet;
 } tune_opts_t;
 
