@@ -94,10 +94,15 @@ int main(void) {
   CHECK(parse("MPIAR_ALGORITHM", "auto", MPIAR_SUCCESS).algorithm[0] == '\0', "auto");
   bad("MPIAR_ALGORITHM", "Ring");
   bad("MPIAR_ALGORITHM", "ring;rm");
-  char longname[200];
+  static char longname[1100];
   memset(longname, 'a', sizeof longname - 1);
   longname[sizeof longname - 1] = '\0';
   bad("MPIAR_ALGORITHM", longname);
+  /* A schedule file: file:PATH, any path (docs/schedules.md); an empty one is malformed. */
+  CHECK(strcmp(parse("MPIAR_ALGORITHM", "file:/a b/c.sched", MPIAR_SUCCESS).algorithm,
+               "file:/a b/c.sched") == 0,
+        "file:PATH");
+  bad("MPIAR_ALGORITHM", "file:");
   /* NAME/k=N: the grammar strictly (whether NAME takes k, and its range, is the registry's). */
   CHECK(strcmp(parse("MPIAR_ALGORITHM", "recursive_multiplying/k=4", MPIAR_SUCCESS).algorithm,
                "recursive_multiplying/k=4") == 0,
