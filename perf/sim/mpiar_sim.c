@@ -191,9 +191,16 @@ static void json_string(const char *s) {
 /* Without --data or --no-data, data are moved and checked up to this many bytes over all ranks. */
 #define DATA_DEFAULT_BYTES (256.0 * 1024 * 1024)
 
+/* The collectives of --collective (opts_t.bcast): 0 allreduce, 1 bcast, 2 reduce-scatter,
+ * 3 allgather. The last two take --bytes as the whole vector, p blocks. */
+static const char *const coll_names[] = {"allreduce", "bcast", "reduce_scatter", "allgather"};
+static const int coll_sim[] = {MPIAR__SIM_ALLREDUCE, MPIAR__SIM_BCAST, MPIAR__SIM_REDUCE_SCATTER,
+                               MPIAR__SIM_ALLGATHER};
+
 static double busbw_factor(int bcast, int p) {
-  /* Allreduce moves 2(p-1)/p of the vector per rank at best; broadcast (p-1)/p... the vector. */
-  return bcast ? 1.0 : 2.0 * (p - 1) / p;
+  /* Allreduce moves 2(p-1)/p of the vector per rank at best; broadcast (p-1)/p... the vector;
+   * reduce-scatter and allgather (p-1)/p. */
+  return bcast >= 2 ? (double)(p - 1) / p : bcast ? 1.0 : 2.0 * (p - 1) / p;
 }
 
 static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
@@ -201,9 +208,10 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
   const int p = (int)o->ranks[0];
   mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
   cfg.algorithm = alg;
-  cfg.collective = o->bcast ? MPIAR__SIM_BCAST : MPIAR__SIM_ALLREDUCE;
+  cfg.collective = coll_sim[o->bcast];
   cfg.nranks = p;
-  cfg.count = o->bytes / es;
+  const size_t blocks = o->bcast >= 2 ? (size_t)p : 1; /* --bytes is p blocks */
+  cfg.count = o->bytes / es / blocks;
   cfg.dtype = o->dtype;
   cfg.op = o->op;
   cfg.in_place = o->in_place;
@@ -248,8 +256,8 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     mpiar__network_link_name(&o->net, p, res.link_busiest, busiest, sizeof busiest);
   }
   const double closed =
-      alg->cost(p, cfg.count * es, es, cfg.segment_elems * es, &o->cost, cfg.topology);
-  const double bytes = (double)(cfg.count * es);
+      alg->cost(p, cfg.count * es * blocks, es, cfg.segment_elems * es, &o->cost, cfg.topology);
+  const double bytes = (double)(cfg.count * es * blocks);
   const double algbw = res.time_s > 0 ? bytes / res.time_s / 1e9 : 0.0;
   const double busbw = algbw * busbw_factor(o->bcast, p);
   if (o->json) {
@@ -263,7 +271,7 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
            "\"bytes_sent_max\": %zu, \"bytes_sent_total\": %zu, \"bytes_reduced_max\": %zu, "
            "\"scratch_bytes_max\": %zu, \"steps\": %zu, \"data_checked\": %s, "
            "\"hazards_checked\": %s, \"ok\": %s, \"error\": ",
-           o->bcast ? "bcast" : "allreduce", p, cfg.count * es, cfg.count,
+           coll_names[o->bcast], p, cfg.count * es * blocks, cfg.count,
            mpiar_dtype_name(o->dtype), mpiar_op_name(o->op), o->in_place ? "true" : "false",
            cfg.segment_elems * es, o->cost.alpha, o->cost.beta, o->cost.gamma, res.time_s, closed,
            algbw, busbw, res.messages, res.messages_max, res.bytes_sent_max, res.bytes_sent_total,
@@ -299,10 +307,11 @@ static int run_one(const opts_t *o, const mpiar__algorithm_t *alg) {
     }
     printf("}\n");
   } else {
-    printf("algorithm      %s (%s)\n", alg->name, o->bcast ? "bcast" : "allreduce");
+    printf("algorithm      %s (%s)\n", alg->name, coll_names[o->bcast]);
     printf("ranks          %d\n", p);
-    printf("bytes          %zu (%zu x %s%s%s)\n", cfg.count * es, cfg.count,
-           mpiar_dtype_name(o->dtype), o->bcast ? "" : ", ", o->bcast ? "" : mpiar_op_name(o->op));
+    printf("bytes          %zu (%zu x %s%s%s%s)\n", cfg.count * es * blocks, cfg.count,
+           mpiar_dtype_name(o->dtype), blocks > 1 ? " per rank" : "",
+           o->bcast % 2 ? "" : ", ", o->bcast % 2 ? "" : mpiar_op_name(o->op));
     printf("segment        %zu bytes\n", cfg.segment_elems * es);
     printf("model          alpha %g s, beta %g s/B, gamma %g s/B\n", o->cost.alpha, o->cost.beta,
            o->cost.gamma);
@@ -676,12 +685,15 @@ static int run_sweep_repro(const opts_t *o) {
 }
 
 static int parse_collective(const char *value, void *dest, char *err, size_t errlen) {
-  if (strcmp(value, "allreduce") != 0 && strcmp(value, "bcast") != 0) {
-    snprintf(err, errlen, "unknown collective '%s' (allreduce or bcast)", value);
-    return -1;
+  for (int i = 0; i < (int)(sizeof coll_names / sizeof coll_names[0]); i++) {
+    if (strcmp(value, coll_names[i]) == 0) {
+      *(int *)dest = i;
+      return 0;
+    }
   }
-  *(int *)dest = strcmp(value, "bcast") == 0;
-  return 0;
+  snprintf(err, errlen,
+           "unknown collective '%s' (allreduce, bcast, reduce_scatter or allgather)", value);
+  return -1;
 }
 
 static int parse_dtype(const char *value, void *dest, char *err, size_t errlen) {
@@ -713,6 +725,14 @@ static void algorithm_names(char *buf, size_t len) {
   for (int i = 0; i < mpiar__bcast_algorithm_count && w < len; i++) {
     w += (size_t)snprintf(buf + w, len - w, "%s%s",
                           i ? " " : ";\nbcast: ", mpiar__bcast_algorithms[i].name);
+  }
+  for (int i = 0; i < mpiar__reduce_scatter_algorithm_count && w < len; i++) {
+    w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? " " : ";\nreduce_scatter: ",
+                          mpiar__reduce_scatter_algorithms[i].name);
+  }
+  for (int i = 0; i < mpiar__allgather_algorithm_count && w < len; i++) {
+    w += (size_t)snprintf(buf + w, len - w, "%s%s", i ? " " : ";\nallgather: ",
+                          mpiar__allgather_algorithms[i].name);
   }
 }
 
@@ -879,8 +899,10 @@ static int dispatch(opts_t *o, const tool_spec_t *spec) {
   if (o->nranks_list != 1) {
     return tool_usage_error(spec, "--ranks: a list is only accepted with --sweep");
   }
-  const mpiar__algorithm_t *alg = o->bcast ? mpiar__bcast_algorithm_find(o->algorithm)
-                                           : mpiar__algorithm_find_any(o->algorithm);
+  const mpiar__algorithm_t *alg = o->bcast == 1   ? mpiar__bcast_algorithm_find(o->algorithm)
+                                  : o->bcast == 2 ? mpiar__reduce_scatter_algorithm_find(o->algorithm)
+                                  : o->bcast == 3 ? mpiar__allgather_algorithm_find(o->algorithm)
+                                                  : mpiar__algorithm_find_any(o->algorithm);
   if (alg == NULL && !o->bcast && strchr(o->algorithm, '/') != NULL) {
     char why[512]; /* NAME/k=N: a value out of range, or a parameter the algorithm lacks */
     mpiar__algorithm_explain(o->algorithm, why, sizeof why);
@@ -892,6 +914,10 @@ static int dispatch(opts_t *o, const tool_spec_t *spec) {
   if (o->bytes % es != 0) {
     return tool_usage_error(spec, "--bytes must be a multiple of the element size (%s)",
                             mpiar_dtype_name(o->dtype));
+  }
+  if (o->bcast >= 2 && o->bytes % (es * (size_t)o->ranks[0]) != 0) {
+    return tool_usage_error(spec, "--bytes of a %s is p equal blocks: a multiple of %ld elements",
+                            coll_names[o->bcast], o->ranks[0]);
   }
   if (o->root >= o->ranks[0]) {
     return tool_usage_error(spec, "--root must be below --ranks");
@@ -1050,7 +1076,8 @@ int main(int argc, char **argv) {
        .dest = &o.bcast,
        .parse = parse_collective,
        .metavar = "C",
-       .help = "allreduce (default) or bcast"},
+       .help = "allreduce (default), bcast, reduce_scatter or allgather\n"
+               "(the last two: --bytes is the whole vector, p blocks)"},
       {.long_name = "ranks",
        .kind = TOOL_ARG_INT_LIST,
        .dest = o.ranks,
@@ -1365,7 +1392,7 @@ int main(int argc, char **argv) {
     return ex;
   }
   const size_t es = mpiar_dtype_size(o.dtype);
-  if (!o.bcast && !mpiar_op_supported(o.dtype, o.op)) {
+  if ((o.bcast == 0 || o.bcast == 2) && !mpiar_op_supported(o.dtype, o.op)) {
     return tool_usage_error(&spec, "--op %s is not defined on --dtype %s", mpiar_op_name(o.op),
                             mpiar_dtype_name(o.dtype));
   }
