@@ -861,8 +861,13 @@ static void teardown(bench_state_t *st) {
   MPI_Comm_free(&st->comm);
 }
 
+int bench_shared_main(int argc, char **argv); /* shared.c */
+
 int main(int argc, char **argv) {
   static bench_state_t st;
+  if (argc > 2 && strcmp(argv[1], "-m") == 0 && strcmp(argv[2], "shared") == 0) {
+    return bench_shared_main(argc - 2, argv + 2); /* mpiar_alloc buffers (docs/shm.md) */
+  }
   int ex = bench_parse_args(argc, argv, &st.o);
   if (ex >= 0) {
     return ex;

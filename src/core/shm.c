@@ -37,16 +37,23 @@
 /* Paths in the low bits of an entry's state. */
 enum { PATH_SHM = 1, PATH_ENGINE = 2, PATH_FAILED = 3 };
 
+/* Calls of at most this many bytes carry their input in the entry: every rank then reduces the
+ * whole vector from the entries and writes its own receive buffer only (one flag, no second
+ * phase). */
+#define SHM_INLINE_BYTES 192
+
 typedef struct shm_entry {
   uint64_t state; /* (number << 2) | path, released after the fields below */
   uint64_t count;
   uint64_t in_off, out_off;
   int32_t in_id, out_id;
   int32_t dtype, op;
-  char pad0[64 - 48];
-  uint64_t done; /* the number, released once this rank's share is written */
+  _Alignas(64) char payload[SHM_INLINE_BYTES]; /* the input of an inline call */
+  _Alignas(64) uint64_t done; /* the number, released once this rank's share is written */
   char pad1[64 - 8];
 } shm_entry_t;
+
+_Static_assert(sizeof(shm_entry_t) % 64 == 0, "entries are whole cache lines");
 
 typedef struct shm_ctl {
   shm_entry_t e[SHM_RING];
@@ -169,6 +176,7 @@ typedef struct shm_op {
   int held; /* a nonblocking operation holds a reference on its context */
   double deadline; /* 0: none */
   unsigned polls;
+  int inline_call; /* the input travels in the entry (SHM_INLINE_BYTES) */
   char detail[512]; /* a failed nonblocking operation's, for its wait */
   const char **ins;
   char **outs;
@@ -401,6 +409,44 @@ static int map_buffers(shm_op_t *o) {
   return MPIAR_SUCCESS;
 }
 
+/* Every rank's entry arrived with its input inline: check the arguments, reduce the whole
+ * vector in the canonical order from the entries, write this rank's receive buffer. */
+static int reduce_inline(shm_op_t *o) {
+  mpiar__shm_domain_t *dom = o->dom;
+  const mpiar__shm_call_t *c = &o->call;
+  int p = dom->nsize;
+  for (int q = 0; q < p; q++) {
+    const shm_entry_t *e = &dom->ctl[q]->e[o->slot];
+    if (e->count != c->count || e->dtype != (int32_t)c->dtype || e->op != (int32_t)c->op) {
+      return map_buffers(o); /* names the difference */
+    }
+  }
+  char tmp[(31 + 3) * SHM_INLINE_BYTES] __attribute__((aligned(64)));
+  const char *x[256];
+  const char **xs = p <= 256 ? x : malloc((size_t)p * sizeof *xs);
+  if (xs == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d input pointers", p);
+  }
+  for (int q = 0; q < p; q++) {
+    xs[q] = dom->ctl[q]->e[o->slot].payload;
+  }
+  size_t n = c->count, es = mpiar_dtype_size(c->dtype);
+  const char *res = canonical_block(xs, p, n, c->dtype, c->op == MPIAR_AVG ? MPIAR_SUM : c->op, tmp,
+                                    SHM_INLINE_BYTES);
+  if (p == 1) {
+    memcpy(tmp, res, n * es); /* the entry is not this call's to change */
+    res = tmp;
+  }
+  if (c->op == MPIAR_AVG && p > 1) {
+    mpiar__divide((char *)res, res, n, c->dtype, (double)p);
+  }
+  memcpy(c->out, res, n * es);
+  if (xs != x) {
+    free(xs);
+  }
+  return MPIAR_SUCCESS;
+}
+
 /* Advance the operation as far as it goes without waiting; *done once it has finished (its
  * result in o->rc). */
 static int op_advance(shm_op_t *o, int inside, int *done) {
@@ -430,6 +476,16 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
     }
     if (o->next < p) {
       goto pending;
+    }
+    if (o->inline_call) {
+      int rc = reduce_inline(o);
+      if (rc != MPIAR_SUCCESS) {
+        return op_fail(o, rc, inside);
+      }
+      o->phase = PHASE_FINISHED;
+      o->rc = MPIAR_SUCCESS;
+      *done = 1;
+      return MPIAR_SUCCESS;
     }
     int rc = map_buffers(o);
     if (rc != MPIAR_SUCCESS) {
@@ -507,6 +563,11 @@ static void op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t
   e->in_off = call->in_off;
   e->out_id = call->out_id;
   e->out_off = call->out_off;
+  size_t bytes = call->count * mpiar_dtype_size(call->dtype);
+  o->inline_call = bytes <= SHM_INLINE_BYTES;
+  if (o->inline_call) {
+    memcpy(e->payload, call->in != NULL ? call->in : call->out, bytes);
+  }
   store_rel(&e->state, o->seq << 2 | PATH_SHM);
 }
 
