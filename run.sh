@@ -23,9 +23,10 @@ JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Debian packages the build, the tests and the plots need. The Python package (python/, tests
 # labelled python) needs Debian's interpreter with numpy, mpi4py, torch and pytest, and Open MPI
 # (Debian's mpi4py is built with it); the rest of the project stays on MPICH. iproute2: ip and
-# tc for the emulated cluster of perf/cluster.
+# tc for the emulated cluster of perf/cluster; slurmctld, slurmd, slurm-client and munge for the
+# Slurm cluster made on it (perf/cluster/slurm.sh, tests labelled slurm).
 packages=(build-essential cmake pkg-config mpich libmpich-dev libisal-dev libjansson-dev gnuplot-nox python3 valgrind
-  clang-14 libclang-rt-14-dev iproute2
+  clang-14 libclang-rt-14-dev iproute2 slurmctld slurmd slurm-client munge
   python3-dev python3-numpy python3-mpi4py python3-torch python3-pytest python3-setuptools
   python3-pip openmpi-bin libopenmpi-dev)
 missing=()
