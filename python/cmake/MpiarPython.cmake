@@ -140,6 +140,35 @@ function(mpiar_python_add_tests)
                     ARGS "${tests}/run_schedules.py" "${sched}")
   set_tests_properties(python_schedules_np8 PROPERTIES FIXTURES_REQUIRED python_schedule_files)
 
+  # The torch.distributed backend "mpiar": every collective against gloo, async works, errors,
+  # new_group, DDP against gloo, the DDP hook, ZeroRedundancyOptimizer.
+  foreach(np 1 2 4)
+    mpiar_python_test(NAME python_dist_np${np} NP ${np} NEED ${withtorch} TIMEOUT 180
+                      ARGS ${pytest} -W ignore::UserWarning "${tests}/test_world.py"
+                           "${tests}/test_dist.py")
+  endforeach()
+  # examples/python/ddp_train.py, unchanged but for --backend: DDP on gloo writes the losses,
+  # DDP on mpiar must print the same ones; the ZeRO variant likewise; with MPIAR_REPRODUCIBLE=1
+  # two algorithms give the same bits on 4 ranks.
+  set(ddp "${src}/examples/python/ddp_train.py")
+  set(ddpref "${work}/ddp_gloo.txt")
+  mpiar_python_test(NAME python_ddp_gloo_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
+                    ARGS "${ddp}" --backend gloo --write "${ddpref}"
+                         --- "${ddp}" --backend gloo --zero --write "${ddpref}.zero")
+  set_tests_properties(python_ddp_gloo_np2 PROPERTIES FIXTURES_SETUP python_ddp_reference)
+  mpiar_python_test(NAME python_ddp_mpiar_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
+                    ARGS "${ddp}" --backend mpiar --compare "${ddpref}")
+  mpiar_python_test(NAME python_ddp_zero_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
+                    ARGS "${ddp}" --backend mpiar --zero --compare "${ddpref}.zero")
+  set_tests_properties(python_ddp_mpiar_np2 python_ddp_zero_np2 PROPERTIES
+                       FIXTURES_REQUIRED python_ddp_reference)
+  set(ddprep "${work}/ddp_reproducible.txt")
+  mpiar_python_test(NAME python_ddp_reproducible_np4 NP 4 NEED numpy,mpi4py,torch TIMEOUT 180
+                    ENV "MPIAR_REPRODUCIBLE=1"
+                    ARGS "${ddp}" --backend mpiar --steps 4 --algorithm ring --write "${ddprep}"
+                         --- "${ddp}" --backend mpiar --steps 4 --algorithm recursive_doubling
+                         --compare "${ddprep}" --exact)
+
   # Training (examples/python/train_mlp.py): the 1-rank run writes the reference loss curve; 2
   # and 4 ranks with the same global batch must match it, with identical parameters everywhere.
   set(train "${src}/examples/python/train_mlp.py")

@@ -139,7 +139,7 @@ def _writable(t):
 
 # ---- the block collectives ------------------------------------------------------------------
 
-def allgather_into(comm, out, inp):
+def allgather_into(comm, out, inp, algorithm=None):
     """Every rank's ``inp`` (flat, contiguous) into ``out`` (size * inp.numel() elements of the
     same dtype), rank i's block at offset i * inp.numel(). The backend's one all_gather.
 
@@ -152,7 +152,7 @@ def allgather_into(comm, out, inp):
     if nbytes <= _ALLGATHER_ALLREDUCE_BYTES:
         ob.zero_()
         ob[rank * nbytes:(rank + 1) * nbytes].copy_(_bytes(inp))
-        mpiar.allreduce(ob, op="bor", out=ob, comm=comm, check=False)
+        mpiar.allreduce(ob, op="bor", out=ob, comm=comm, check=False, algorithm=algorithm)
     else:
         comm.Allgather(_np_bytes(inp), ob.numpy())
 
@@ -161,7 +161,7 @@ def allgather_into(comm, out, inp):
 _ALLGATHER_ALLREDUCE_BYTES = 1024
 
 
-def reduce_scatter_into(comm, out, inp, op):
+def reduce_scatter_into(comm, out, inp, op, algorithm=None):
     """Block ``rank`` of the reduction over all ranks of ``inp`` (flat, contiguous, size *
     out.numel() elements) into ``out``, with the mpiar operation ``op``; ``inp`` is not modified.
     The backend's one reduce_scatter: an mpiar allreduce into a scratch buffer, of which this
@@ -169,7 +169,7 @@ def reduce_scatter_into(comm, out, inp, op):
     n = out.numel()
     rank = comm.Get_rank()
     tmp = torch.empty_like(inp)
-    mpiar.allreduce(inp.detach(), op=op, out=tmp, comm=comm, check=False)
+    mpiar.allreduce(inp.detach(), op=op, out=tmp, comm=comm, check=False, algorithm=algorithm)
     _writable(out).reshape(-1).copy_(tmp[rank * n:(rank + 1) * n])
 
 
@@ -397,9 +397,11 @@ class ProcessGroupMpiar(dist.ProcessGroup):
     ``check`` (default True): agree on the arguments before every call (one small allreduce).
     ``inline_bytes``: the size up to which an idle group runs a call in the calling thread.
     ``timeout_ms``: mpiar's deadline of every call (None: the library's default or
-    ``MPIAR_TIMEOUT_MS``)."""
+    ``MPIAR_TIMEOUT_MS``). ``algorithm``: the allreduce algorithm of the reductions (None:
+    automatic, or ``MPIAR_ALGORITHM``). With ``init_process_group("mpiar", pg_options={...})``
+    (and ``new_group``) a dict of these keywords reaches the group."""
 
-    def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None):
+    def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None, algorithm=None):
         super().__init__(comm.Get_rank(), comm.Get_size())
         self.comm = comm
         self._p2p = comm.Dup()
@@ -408,6 +410,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         self.check = check
         self.inline_bytes = INLINE_BYTES if inline_bytes is None else int(inline_bytes)
         self.timeout_ms = timeout_ms
+        self.algorithm = algorithm
         self._ex = _Executor(f"mpiar process group (rank {self._rank} of {self._size})")
         self._keep = {}
         self._agree_buf = np.zeros(2 * (len(_FIELDS) + 1), dtype=np.int64)
@@ -482,8 +485,11 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         self._ex.submit(w, run, inline)
         return w
 
-    def _mpiar_kw(self):
-        return {"comm": self.comm, "check": False, "timeout_ms": self.timeout_ms}
+    def _mpiar_kw(self, reduce=True):
+        kw = {"comm": self.comm, "check": False, "timeout_ms": self.timeout_ms}
+        if reduce and self.algorithm is not None:
+            kw["algorithm"] = self.algorithm
+        return kw
 
     def _root(self, opts, fname):
         root = opts.rootRank
@@ -593,7 +599,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             t = tensors[0]
             b = _bytes(t) if t.dtype not in _RED_DTYPES else _writable(t)
             if b.numel():
-                mpiar.bcast(b, root=state["root"], **self._mpiar_kw())
+                mpiar.bcast(b, root=state["root"], **self._mpiar_kw(False))
 
         return self._call(fname, tensors, prepare, body, _nbytes(tensors))
 
@@ -626,7 +632,8 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             return (_ALLGATHER, _DTYPE_CODE[input.dtype], 0, 0, input.numel(), 0)
 
         def body():
-            allgather_into(self.comm, output.detach().reshape(-1), input.detach().reshape(-1))
+            allgather_into(self.comm, output.detach().reshape(-1), input.detach().reshape(-1),
+                           self.algorithm)
 
         return self._call(fname, [output], prepare, body, _nbytes([output]))
 
@@ -650,7 +657,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         def body():
             inp = input_tensors[0]
             flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
-            allgather_into(self.comm, flat, inp.detach().reshape(-1))
+            allgather_into(self.comm, flat, inp.detach().reshape(-1), self.algorithm)
             n = inp.numel()
             for i, o in enumerate(output_tensors[0]):
                 _writable(o).view(-1).copy_(flat[i * n:(i + 1) * n])
@@ -679,7 +686,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
                 torch.empty(0, dtype=torch.uint8)
             m = flat_in.numel()
             flat = torch.empty(m * self._size, dtype=torch.uint8)
-            allgather_into(self.comm, flat, flat_in)
+            allgather_into(self.comm, flat, flat_in, self.algorithm)
             for r, lst in enumerate(output_lists):
                 off = r * m
                 for o in lst:
@@ -709,7 +716,8 @@ class ProcessGroupMpiar(dist.ProcessGroup):
                     output.numel(), 0)
 
         def body():
-            reduce_scatter_into(self.comm, output, input.detach().reshape(-1), state["op"])
+            reduce_scatter_into(self.comm, output, input.detach().reshape(-1), state["op"],
+                                self.algorithm)
 
         return self._call(fname, [output], prepare, body, _nbytes([input]))
 
@@ -736,7 +744,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
         def body():
             flat = torch.cat([t.detach().reshape(-1) for t in input_tensors[0]])
-            reduce_scatter_into(self.comm, output_tensors[0], flat, state["op"])
+            reduce_scatter_into(self.comm, output_tensors[0], flat, state["op"], self.algorithm)
 
         return self._call(fname, output_tensors, prepare, body,
                           _nbytes(input_tensors[0]) if len(input_tensors) == 1 else 0)
@@ -1010,7 +1018,13 @@ def _create(opts, pg_options=None):
         if comm.Get_rank() != opts.group_rank or comm.Get_size() != opts.group_size:
             raise ValueError(f"new_group: MPI made rank {comm.Get_rank()} of {comm.Get_size()}, "
                              f"torch expects rank {opts.group_rank} of {opts.group_size}")
-    return ProcessGroupMpiar(comm, timeout_ms=timeout_ms)
+    kwargs = {"timeout_ms": timeout_ms}
+    if pg_options is not None:
+        if not isinstance(pg_options, dict):
+            raise TypeError("the mpiar backend's pg_options is a dict of ProcessGroupMpiar "
+                            f"keywords, not a {type(pg_options).__name__}")
+        kwargs.update(pg_options)
+    return ProcessGroupMpiar(comm, **kwargs)
 
 
 def _mpi_rendezvous(url, rank=-1, world_size=-1, timeout=dist.default_pg_timeout, **kwargs):
