@@ -3,15 +3,20 @@
 # MPI's own reports (its start-up allocations, for one) are not mpiar's to fix and are ignored.
 #
 # Variables (-D): MPIEXEC, NPFLAG, NP, PREFLAGS (comma-separated), VALGRIND, EXE, ARGS (the
-# program's arguments, comma-separated; optional), WORKDIR.
+# program's arguments, comma-separated; optional), WORKDIR, SUPP (a valgrind suppression file for
+# MPI's own reports; optional).
 cmake_minimum_required(VERSION 3.18)
 string(REPLACE "," ";" PREFLAGS "${PREFLAGS}")
 string(REPLACE "," ";" ARGS "${ARGS}")
 file(REMOVE_RECURSE "${WORKDIR}")
 file(MAKE_DIRECTORY "${WORKDIR}")
+set(_supp "")
+if(SUPP)
+  set(_supp "--suppressions=${SUPP}")
+endif()
 execute_process(
   COMMAND "${MPIEXEC}" ${PREFLAGS} ${NPFLAG} ${NP} "${VALGRIND}" --leak-check=full
-          --show-leak-kinds=definite,indirect,possible --log-file=${WORKDIR}/vg.%p.log "${EXE}" ${ARGS}
+          --show-leak-kinds=definite,indirect,possible --log-file=${WORKDIR}/vg.%p.log ${_supp} "${EXE}" ${ARGS}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 message("${out}")
 if(NOT rc EQUAL 0)
