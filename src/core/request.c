@@ -166,7 +166,10 @@ static int slot_wait(mpiar__context_t *ctx, int slot, double deadline) {
 int mpiar__request_start(mpiar__request_t *r) {
   mpiar__context_t *ctx = mpiar__ctx_of(r);
   if (MPIAR__UNLIKELY(ctx->shm != NULL)) {
-    mpiar__shm_note_engine(ctx); /* the zero-copy path's ranks learn this one's path */
+    int rc = mpiar__shm_note_engine(ctx); /* the zero-copy path's ranks learn this one's path */
+    if (rc != MPIAR_SUCCESS) {
+      return rc;
+    }
   }
   double deadline = r->timeout_ms > 0 ? MPI_Wtime() + (double)r->timeout_ms * 1e-3 : 0;
   int slot = ctx->eng.next_slot; /* seq mod nslots */

@@ -60,6 +60,12 @@ typedef struct shm_ctl {
 } shm_ctl_t;
 
 typedef struct shm_alloc shm_alloc_t;
+struct shm_op;
+
+/* A rank finishes its zero-copy operations started this many operations before a new one before
+ * it starts it (docs/shm.md: no rank then reuses an entry another still reads). */
+#define SHM_WINDOW 16
+_Static_assert(SHM_RING >= 4 * SHM_WINDOW, "entries outlive the window");
 
 typedef struct mpiar__shm_domain {
   mpiar__context_t *ctx; /* holds a reference */
@@ -71,6 +77,7 @@ typedef struct mpiar__shm_domain {
   shm_alloc_t **allocs; /* by number (alike on every rank) */
   int nallocs, cap, live;
   uint64_t seq;    /* operations started on the context since the domain was made */
+  struct shm_op *active, *active_tail; /* this rank's unfinished nonblocking ones, by number */
   char *scratch;   /* the reductions' temporaries (one operation reduces at a time) */
   size_t scratch_bytes;
 } mpiar__shm_domain_t;
@@ -133,13 +140,17 @@ static inline void store_rel(uint64_t *w, uint64_t v) {
   __atomic_store_n(w, v, __ATOMIC_RELEASE);
 }
 
-void mpiar__shm_note_engine(mpiar__context_t *ctx) {
+static int window_wait(mpiar__shm_domain_t *dom, uint64_t s);
+
+int mpiar__shm_note_engine(mpiar__context_t *ctx) {
   mpiar__shm_domain_t *dom = ctx->shm;
   if (!dom->whole) {
-    return;
+    return MPIAR_SUCCESS;
   }
+  int rc = window_wait(dom, dom->seq + 1);
   uint64_t s = ++dom->seq;
   store_rel(&dom->ctl[dom->nrank]->e[s % SHM_RING].state, s << 2 | PATH_ENGINE);
+  return rc;
 }
 
 int mpiar__shm_eligible(mpiar__context_t *ctx, mpiar__shm_call_t *call) {
@@ -177,10 +188,32 @@ typedef struct shm_op {
   double deadline; /* 0: none */
   unsigned polls;
   int inline_call; /* the input travels in the entry (SHM_INLINE_BYTES) */
+  int listed;      /* on the domain's list of unfinished nonblocking operations */
+  struct shm_op *prev, *after;
   char detail[512]; /* a failed nonblocking operation's, for its wait */
   const char **ins;
   char **outs;
 } shm_op_t;
+
+/* The operation is finished on this rank (its result in o->rc). */
+static void op_finish(shm_op_t *o, int rc) {
+  o->rc = rc;
+  o->phase = PHASE_FINISHED;
+  if (o->listed) {
+    mpiar__shm_domain_t *dom = o->dom;
+    if (o->prev != NULL) {
+      o->prev->after = o->after;
+    } else {
+      dom->active = o->after;
+    }
+    if (o->after != NULL) {
+      o->after->prev = o->prev;
+    } else {
+      dom->active_tail = o->prev;
+    }
+    o->listed = 0;
+  }
+}
 
 /* Fail the operation on this rank: tell the node's ranks (the entry's state) and, through the
  * engine, every rank of the communicator (its failure notice). The detail is set. */
@@ -198,8 +231,7 @@ static int op_fail(shm_op_t *o, int rc, int inside) {
   }
   mpiar__error(rc, "%s", reason);
   snprintf(o->detail, sizeof o->detail, "%s", reason);
-  o->rc = rc;
-  o->phase = PHASE_FINISHED;
+  op_finish(o, rc);
   return rc;
 }
 
@@ -482,8 +514,7 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
       if (rc != MPIAR_SUCCESS) {
         return op_fail(o, rc, inside);
       }
-      o->phase = PHASE_FINISHED;
-      o->rc = MPIAR_SUCCESS;
+      op_finish(o, MPIAR_SUCCESS);
       *done = 1;
       return MPIAR_SUCCESS;
     }
@@ -518,8 +549,7 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
     if (o->next < p) {
       goto pending;
     }
-    o->phase = PHASE_FINISHED;
-    o->rc = MPIAR_SUCCESS;
+    op_finish(o, MPIAR_SUCCESS);
   }
   *done = 1;
   return o->rc;
@@ -542,9 +572,37 @@ pending:
   return MPIAR_SUCCESS;
 }
 
+/*
+ * Before operation number @p s takes its entry: this rank's nonblocking zero-copy operations
+ * started SHM_WINDOW or more operations earlier are finished first, advanced as a wait advances
+ * them (their own deadlines apply). @return MPIAR_ERR_COMM_BROKEN when that broke the context.
+ */
+static int window_wait(mpiar__shm_domain_t *dom, uint64_t s) {
+  unsigned idle = 0;
+  while (dom->active != NULL && dom->active->seq + SHM_WINDOW <= s) {
+    int done = 0;
+    (void)op_advance(dom->active, 1, &done); /* a failure is that operation's result */
+    if (!done) {
+      mpiar__idle(dom->ctx, ++idle);
+    }
+  }
+  mpiar__error_clear();
+  if (dom->ctx->eng.broken) {
+    return mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                        "an earlier failure broke this communicator's context (%s); free it and "
+                        "use a new one",
+                        dom->ctx->eng.broken_reason);
+  }
+  return MPIAR_SUCCESS;
+}
+
 /* Publish this rank's arrival: its arguments and where its buffers lie, then the state. */
-static void op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
+static int op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
   mpiar__shm_domain_t *dom = ctx->shm;
+  int rc = window_wait(dom, dom->seq + 1);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
+  }
   o->ctx = ctx;
   o->dom = dom;
   o->call = *call;
@@ -569,6 +627,7 @@ static void op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t
     memcpy(e->payload, call->in != NULL ? call->in : call->out, bytes);
   }
   store_rel(&e->state, o->seq << 2 | PATH_SHM);
+  return MPIAR_SUCCESS;
 }
 
 int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
@@ -586,10 +645,10 @@ int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
     return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d buffer pointers", p);
   }
   o.held = 0;
-  op_start(&o, ctx, call);
-  int done = 0, rc;
+  o.listed = 0;
+  int done = 0, rc = op_start(&o, ctx, call);
   unsigned idle = 0;
-  while ((rc = op_advance(&o, 1, &done)) == MPIAR_SUCCESS && !done) {
+  while (rc == MPIAR_SUCCESS && (rc = op_advance(&o, 1, &done)) == MPIAR_SUCCESS && !done) {
     mpiar__idle(ctx, ++idle);
   }
   if (p > 64) {
@@ -627,14 +686,33 @@ int mpiar__shm_iallreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call,
   }
   o->ins = (const char **)(void *)(o + 1);
   o->outs = (char **)(void *)(o->ins + p);
-  int rc = mpiar__grequest_start(op_poll, op_free, o, req);
+  int rc = op_start(o, ctx, call);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__grequest_start(op_poll, op_free, o, req);
+    if (rc != MPIAR_SUCCESS) {
+      /* Arrived already: the others wait for this rank, which fails instead. */
+      char detail[512];
+      snprintf(detail, sizeof detail, "%s", mpiar_last_error());
+      mpiar__error(rc, "%s", detail);
+      op_fail(o, rc, 1);
+    }
+  }
   if (rc != MPIAR_SUCCESS) {
     free(o);
     return rc;
   }
-  op_start(o, ctx, call);
   ctx->refs++;
   o->held = 1;
+  mpiar__shm_domain_t *dom = ctx->shm;
+  o->listed = 1;
+  o->prev = dom->active_tail;
+  o->after = NULL;
+  if (dom->active_tail != NULL) {
+    dom->active_tail->after = o;
+  } else {
+    dom->active = o;
+  }
+  dom->active_tail = o;
   int done = 0;
   (void)op_advance(o, 1, &done); /* a failure is the request's result, reported by its wait */
   mpiar__error_clear();

@@ -53,8 +53,10 @@ int mpiar__shm_iallreduce(struct mpiar__context *ctx, const mpiar__shm_call_t *c
 /*
  * An operation of the engine starts on @p ctx (ctx->shm set): this rank runs it on the MPI path.
  * Publishes that in its control block, so that a rank that runs the same operation on the
- * zero-copy path fails (MPIAR_ERR_MISMATCH) instead of waiting for this one.
+ * zero-copy path fails (MPIAR_ERR_MISMATCH) instead of waiting for this one. Finishes this
+ * rank's old nonblocking zero-copy operations first (docs/shm.md); @return
+ * MPIAR_ERR_COMM_BROKEN when one of them broke the context.
  */
-void mpiar__shm_note_engine(struct mpiar__context *ctx);
+int mpiar__shm_note_engine(struct mpiar__context *ctx);
 
 #endif /* MPIAR_SHM_H */
