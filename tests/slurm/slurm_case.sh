@@ -36,7 +36,7 @@ if [ "${1:-}" != --inside ]; then
   # is gone); a running job's cluster is left alone.
   "$MPIAR_SLURM_SH" down --stale
   rc=0
-  "$MPIAR_SLURM_SH" job -n 2 -r 1gbit --timeout 130 --tools "$MPIAR_T_TOOLS" -- \
+  "$MPIAR_SLURM_SH" job -n 2 -r 1gbit --timeout 160 --tools "$MPIAR_T_TOOLS" -- \
     /bin/bash "$here/slurm_case.sh" --inside "$case" || rc=$?
   exit "$rc"
 fi
@@ -60,7 +60,7 @@ finish() {
 }
 # Bounds of one job: the shell's `timeout` and Slurm's own time limit (minutes).
 # Generous: the machine may be loaded many times over by other jobs.
-limit=110
+limit=140
 # A short checked benchmark: MPI_Allreduce (`mpi`) is left out: MPICH's progress loop never
 # yields, and 4 such ranks on a busy 2-core machine take minutes.
 # shellcheck disable=SC2054 # one list of algorithms
@@ -92,12 +92,12 @@ echo "# slurm case $case on $(hostname): $(sinfo -h -N -o '%N %c CPUs %t' | tr '
 case $case in
   srun_matrix_2x2)
     # srun places the ranks on two hosts ...
-    hosts=$(timeout $limit srun "${shape[@]}" --time=2 hostname 2>&1)
+    hosts=$(timeout $limit srun "${shape[@]}" --time=3 hostname 2>&1)
     check "srun -N 2 --ntasks-per-node=2 runs on 2 hosts ($(sort -u <<< "$hosts" | tr '\n' ' '))" \
       [ "$(sort <<< "$hosts" | uniq -c | awk '$1 == 2' | wc -l)" -eq 2 ]
     # ... and mpiar finds them through MPI.
     out=$(MPIAR_DEBUG=1 MPIAR_WAIT=yield MPIAR_NUM_THREADS=1 timeout $limit \
-      srun "${shape[@]}" --mpi=pmi2 --time=2 "$preload" "$MPIAR_T_MATRIX" --quick 2>&1)
+      srun "${shape[@]}" --mpi=pmi2 --time=3 "$preload" "$MPIAR_T_MATRIX" --quick 2>&1)
     rc=$?
     grep -vE '^mpiar: (allreduce|bcast|rank)' <<< "$out" | tail -n 5
     check "the matrix under srun --mpi=pmi2 exits with 0 (got $rc)" [ "$rc" -eq 0 ]
@@ -107,7 +107,7 @@ case $case in
 
   srun_bench_2x2)
     out=$(MPIAR_WAIT=yield MPIAR_NUM_THREADS=1 timeout $limit srun "${shape[@]}" --mpi=pmi2 \
-      --time=2 "$preload" "$MPIAR_T_BENCH" "${bench_args[@]}" 2>&1)
+      --time=3 "$preload" "$MPIAR_T_BENCH" "${bench_args[@]}" 2>&1)
     rc=$?
     echo "$out" | tail -n 12
     check "mpiar-bench under srun exits with 0 (got $rc)" [ "$rc" -eq 0 ]
@@ -122,7 +122,7 @@ case $case in
     script='m=$1 && shift && mpiexec.mpich -genv LD_PRELOAD "$MPIAR_SLURM_PRELOAD" hostname &&
       mpiexec.mpich -genv LD_PRELOAD "$MPIAR_SLURM_PRELOAD" -genv MPIAR_DEBUG 1 "$m" --quick &&
       mpiexec.mpich -genv LD_PRELOAD "$MPIAR_SLURM_PRELOAD" "$@"'
-    out=$(MPIAR_WAIT=yield MPIAR_NUM_THREADS=1 timeout $limit salloc "${shape[@]}" --time=2 \
+    out=$(MPIAR_WAIT=yield MPIAR_NUM_THREADS=1 timeout $limit salloc "${shape[@]}" --time=3 \
       /bin/sh -c "$script" salloc-job "$MPIAR_T_MATRIX" "$MPIAR_T_BENCH" "${bench_args[@]}" 2>&1)
     rc=$?
     grep -vE '^mpiar: (allreduce|bcast|rank)' <<< "$out" | tail -n 12
@@ -143,12 +143,12 @@ case $case in
     # ranks on 2 busy cores can take minutes.
     shape=(-N 2 --ntasks-per-node=1)
     t0=$(date +%s)
-    timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=2 "$preload" \
+    timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=3 "$preload" \
       "$MPIAR_T_PMPI_CHECK" --tiny --out plain.txt > plain.log 2>&1
     rc=$?
     check "the plain run exits with 0 (got $rc, $(($(date +%s) - t0)) s)" [ "$rc" -eq 0 ]
     t0=$(date +%s)
-    MPIAR_WAIT=yield timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=2 \
+    MPIAR_WAIT=yield timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=3 \
       "--export=ALL,LD_PRELOAD=$MPIAR_T_PMPI_LIB:$MPIAR_SLURM_PRELOAD,MPIAR_PMPI_STATS=$work/stats.txt" \
       "$MPIAR_T_PMPI_CHECK" --tiny --f16 --out preloaded.txt --expect expect.txt \
       > preloaded.log 2>&1
@@ -170,7 +170,7 @@ case $case in
 
   srun_wait_auto)
     # One core per rank (--cpu-bind=cores, 2 ranks on 2 cores): waiting ranks spin.
-    out=$(MPIAR_DEBUG=1 timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=2 --cpu-bind=cores \
+    out=$(MPIAR_DEBUG=1 timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=3 --cpu-bind=cores \
       "$preload" "$MPIAR_T_WAIT_AUTO" 2>&1)
     rc=$?
     lines=$(first_context_lines "$out")
@@ -179,7 +179,7 @@ case $case in
     check "--cpu-bind=cores: every rank spins" \
       [ "$(count "$lines" '2 ranks on this node with 2 CPUs: waiting ranks spin \(MPIAR_WAIT=auto\)')" -eq 4 ]
     # --overcommit: the allocation has one CPU per node for its 2 ranks: they yield.
-    out=$(MPIAR_DEBUG=1 timeout $limit srun -N 2 -n 4 --overcommit --mpi=pmi2 --time=2 \
+    out=$(MPIAR_DEBUG=1 timeout $limit srun -N 2 -n 4 --overcommit --mpi=pmi2 --time=3 \
       --cpu-bind=cores "$preload" "$MPIAR_T_WAIT_AUTO" 2>&1)
     rc=$?
     lines=$(first_context_lines "$out")
@@ -192,7 +192,7 @@ case $case in
   srun_rank_loss)
     # The last rank raises SIGKILL after 5 allreduces; the others have a 2 s deadline.
     t0=$(date +%s)
-    out=$(MPIAR_WAIT=yield timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=2 "$preload" \
+    out=$(MPIAR_WAIT=yield timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=3 "$preload" \
       "$MPIAR_T_RANK_LOSS" 2000 2>&1)
     rc=$?
     took=$(($(date +%s) - t0))
@@ -221,7 +221,7 @@ case $case in
     # several, which takes 40 s on 2 nodes of this loaded 2-core machine (15 s on one).
     export MPIAR_TUNE_ARGS="--quick -q"
     export MPIAR_DEBUG=1 MPIAR_WAIT=yield
-    sub=(--wait -N 1 --ntasks-per-node=2 --time=2 "--export=ALL,LD_PRELOAD=$MPIAR_SLURM_PRELOAD")
+    sub=(--wait -N 1 --ntasks-per-node=2 --time=3 "--export=ALL,LD_PRELOAD=$MPIAR_SLURM_PRELOAD")
     for job in 1 2; do
       timeout $limit sbatch "${sub[@]}" -o "job$job.out" job.sbatch \
         mpiar-bench -b 4 -e 64K -f 16 -i 3 -w 1 -c -q -a auto > "submit$job.txt" 2>&1
@@ -245,16 +245,16 @@ case $case in
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
     export PYTHONPATH="$MPIAR_T_PYPKG" MPIAR_DEBUG=1 MPIAR_WAIT=yield
     py=(/usr/bin/python3 "$here/allreduce_check.py")
-    out=$(timeout $limit srun "${shape[@]}" --mpi=pmix --time=2 "${py[@]}" 2>&1)
+    out=$(timeout $limit srun "${shape[@]}" --mpi=pmix --time=3 "${py[@]}" 2>&1)
     rc=$?
     grep -vE '^mpiar: (allreduce|bcast)' <<< "$out"
     check "srun --mpi=pmix: exits with 0 (got $rc)" [ "$rc" -eq 0 ]
     check "srun --mpi=pmix: 4 ranks ok" [ "$(count "$out" '^rank [0-3] of 4 on .*: allreduce ok')" -eq 4 ]
     check_nodes "$out" "srun --mpi=pmix"
-    out=$(timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=2 "${py[@]}" 2>&1)
+    out=$(timeout $limit srun "${shape[@]}" --mpi=pmi2 --time=3 "${py[@]}" 2>&1)
     rc=$?
     check "srun --mpi=pmi2 fails for Open MPI (exit $rc)" [ "$rc" -ne 0 ]
-    out=$(timeout $limit salloc "${shape[@]}" --time=2 mpiexec.openmpi "${py[@]}" 2>&1)
+    out=$(timeout $limit salloc "${shape[@]}" --time=3 mpiexec.openmpi "${py[@]}" 2>&1)
     rc=$?
     grep -vE '^mpiar: (allreduce|bcast)' <<< "$out"
     check "salloc + mpiexec.openmpi: exits with 0 (got $rc)" [ "$rc" -eq 0 ]
