@@ -153,20 +153,21 @@ function(mpiar_python_add_tests)
   set(ddp "${src}/examples/python/ddp_train.py")
   set(ddpref "${work}/ddp_gloo.txt")
   mpiar_python_test(NAME python_ddp_gloo_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
-                    ARGS "${ddp}" --backend gloo --write "${ddpref}"
-                         --- "${ddp}" --backend gloo --zero --write "${ddpref}.zero")
+                    ARGS "${ddp}" --backend gloo --steps 8 --write "${ddpref}"
+                         --- "${ddp}" --backend gloo --steps 8 --zero --write "${ddpref}.zero")
   set_tests_properties(python_ddp_gloo_np2 PROPERTIES FIXTURES_SETUP python_ddp_reference)
   mpiar_python_test(NAME python_ddp_mpiar_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
-                    ARGS "${ddp}" --backend mpiar --compare "${ddpref}")
+                    ARGS "${ddp}" --backend mpiar --steps 8 --compare "${ddpref}")
   mpiar_python_test(NAME python_ddp_zero_np2 NP 2 NEED numpy,mpi4py,torch TIMEOUT 120
-                    ARGS "${ddp}" --backend mpiar --zero --compare "${ddpref}.zero")
+                    ARGS "${ddp}" --backend mpiar --steps 8 --zero --compare "${ddpref}.zero")
   set_tests_properties(python_ddp_mpiar_np2 python_ddp_zero_np2 PROPERTIES
                        FIXTURES_REQUIRED python_ddp_reference)
   set(ddprep "${work}/ddp_reproducible.txt")
   mpiar_python_test(NAME python_ddp_reproducible_np4 NP 4 NEED numpy,mpi4py,torch TIMEOUT 180
                     ENV "MPIAR_REPRODUCIBLE=1"
-                    ARGS "${ddp}" --backend mpiar --steps 4 --algorithm ring --write "${ddprep}"
-                         --- "${ddp}" --backend mpiar --steps 4 --algorithm recursive_doubling
+                    ARGS "${ddp}" --backend mpiar --steps 3 --width 8 --algorithm ring
+                         --write "${ddprep}" --- "${ddp}" --backend mpiar --steps 3 --width 8
+                         --algorithm recursive_doubling
                          --compare "${ddprep}" --exact)
 
   # Training (examples/python/train_mlp.py): the 1-rank run writes the reference loss curve; 2

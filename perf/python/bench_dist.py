@@ -1,0 +1,167 @@
+"""torch.distributed on the mpiar backend against gloo, in one job: dist.all_reduce,
+dist.all_gather_into_tensor and dist.reduce_scatter_tensor of float32 tensors from 4 B to 64 MiB, and a DDP training step.
+
+    mpiexec.openmpi -n 2 /usr/bin/python3 perf/python/bench_dist.py
+
+The default group is mpiar's; gloo's is new_group(backend="gloo") on the same ranks. For each
+size the two backends alternate, block after block (a block: a barrier, then calls timed back to
+back, ~``--block-ms`` long), and the table gives the median time per call of each and the ratio
+gloo / mpiar (rank 0). Sizes are what each rank contributes: the all_reduce's tensor, the
+all_gather's input, the reduce_scatter's output times the number of ranks (its input). gloo
+(torch 1.13) has neither all_gather_into_tensor nor reduce_scatter; its columns are what a
+program does instead: all_gather into views of the output tensor, and all_reduce of the input
+into a copy, then this rank's block. ``--ddp`` also times DDP training steps of
+examples/python/ddp_train.py's CNN (``--width``), alternating the two backends step by step.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from mpi4py import MPI
+
+import mpiar.torch  # noqa: F401  (registers the backend)
+
+SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
+
+
+def human(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def gloo_reduce_scatter(out, inp, group):
+    tmp = inp.clone()
+    dist.all_reduce(tmp, group=group)
+    r = dist.get_rank(group)
+    n = out.numel()
+    out.copy_(tmp[r * n:(r + 1) * n])
+
+
+def calls(kind, nbytes, size):
+    n = max(1, nbytes // 4)
+    if kind == "all_reduce":
+        t = torch.ones(n)
+        return lambda g: dist.all_reduce(t, group=g), lambda g: dist.all_reduce(t, group=g)
+    if kind == "all_gather":
+        x = torch.ones(n)
+        out = torch.empty(n * size)
+        views = list(out.chunk(size))
+        return (lambda g: dist.all_gather_into_tensor(out, x, group=g),
+                lambda g: dist.all_gather(views, x, group=g))
+    n = max(1, n // size)
+    inp = torch.ones(n * size)
+    out = torch.empty(n)
+    return (lambda g: dist.reduce_scatter_tensor(out, inp, group=g),
+            lambda g: gloo_reduce_scatter(out, inp, g))
+
+
+def time_block(fn, group, iters, comm):
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn(group)
+    return (time.perf_counter() - t0) / iters
+
+
+def bench(kind, sizes, reps, block_ms, gloo, comm):
+    rows = []
+    size = comm.Get_size()
+    for nbytes in sizes:
+        f_mp, f_gl = calls(kind, nbytes, size)
+        # Calibrate the block length on the slower (gloo) call, agreed across ranks.
+        f_mp(None)
+        f_gl(gloo)
+        one = time_block(f_gl, gloo, 1, comm)
+        iters = comm.allreduce(max(1, min(2000, int(block_ms / 1e3 / max(one, 1e-7)))),
+                               op=MPI.MAX)
+        mp, gl = [], []
+        for _ in range(reps):
+            mp.append(time_block(f_mp, None, iters, comm))
+            gl.append(time_block(f_gl, gloo, iters, comm))
+        m, g = statistics.median(mp), statistics.median(gl)
+        rows.append((nbytes, m, g))
+    return rows
+
+
+def bench_ddp(steps, width, gloo, comm):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                                    "python"))
+    from ddp_train import CNN, batch
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    rank, size = comm.Get_rank(), comm.Get_size()
+    models = {}
+    for name, group in (("mpiar", None), ("gloo", gloo)):
+        torch.manual_seed(0)
+        m = CNN(width)
+        d = DDP(m, process_group=group if group is not None else dist.group.WORLD)
+        models[name] = (d, torch.optim.SGD(d.parameters(), lr=0.01, momentum=0.9))
+    times = {"mpiar": [], "gloo": []}
+    x, y = batch(0, 64 * size)
+    share = x.shape[0] // size
+    xs, ys = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
+    for step in range(steps + 3):
+        for name in ("mpiar", "gloo") if step % 2 == 0 else ("gloo", "mpiar"):
+            d, opt = models[name]
+            comm.Barrier()
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            F.cross_entropy(d(xs), ys).backward()
+            opt.step()
+            if step >= 3:
+                times[name].append(time.perf_counter() - t0)
+    nparams = sum(p.numel() for p in models["mpiar"][0].parameters())
+    return nparams, {k: statistics.median(v) for k, v in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--block-ms", type=float, default=20.0)
+    ap.add_argument("--max-bytes", type=int, default=64 << 20)
+    ap.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter")
+    ap.add_argument("--ddp", action="store_true", help="also time DDP training steps")
+    ap.add_argument("--ddp-steps", type=int, default=21)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--inline-bytes", type=int, default=None,
+                    help="ProcessGroupMpiar's inline_bytes (calls up to it run in the caller)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    options = None if args.inline_bytes is None else {"inline_bytes": args.inline_bytes}
+    dist.init_process_group("mpiar", pg_options=options)
+    gloo = dist.new_group(backend="gloo")
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    sizes = [s for s in SIZES if s <= args.max_bytes]
+    if rank == 0:
+        print(f"# {comm.Get_size()} ranks, torch {torch.__version__}, medians of {args.reps} "
+              f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}")
+    for kind in args.collectives.split(","):
+        rows = bench(kind, sizes, args.reps, args.block_ms, gloo, comm)
+        if rank == 0:
+            print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar |")
+            print("|---|---|---|---|")
+            for nbytes, m, g in rows:
+                print(f"| {human(nbytes)} | {m * 1e6:.1f} | {g * 1e6:.1f} | {g / m:.2f} |",
+                      flush=True)
+    if args.ddp:
+        nparams, med = bench_ddp(args.ddp_steps, args.width, gloo, comm)
+        if rank == 0:
+            print(f"\nDDP step, CNN width {args.width} ({nparams} parameters, "
+                  f"{nparams * 4 / 2**20:.2f} MiB of gradients), medians of {args.ddp_steps} "
+                  f"steps: mpiar {med['mpiar'] * 1e3:.2f} ms, gloo {med['gloo'] * 1e3:.2f} ms, "
+                  f"gloo / mpiar {med['gloo'] / med['mpiar']:.2f}")
+    if rank == 0:
+        print(f"# load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
