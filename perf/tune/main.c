@@ -182,6 +182,12 @@ static int parse_args(int argc, char **argv, tune_opts_t *o) {
        .metavar = "PCT",
        .help = "keep the previous size's winner when it is within PCT percent\n"
                "of the fastest; default 1"},
+      {.long_name = "schedules",
+       .kind = TOOL_ARG_STRING,
+       .dest = &o->schedules,
+       .metavar = "LIST",
+       .help = "schedule files to sweep beside the registry, comma-separated\n"
+               "(docs/schedules.md); each runs at the sizes it serves"},
       {.long_name = "named-only",
        .kind = TOOL_ARG_CUSTOM,
        .dest = o,

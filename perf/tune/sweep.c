@@ -17,6 +17,7 @@
 #include "algorithms/algorithms.h"
 #include "common/tool.h"
 #include "mpiar.h"
+#include "sim/schedfile_alg.h"
 #include "tuning/tuning.h"
 #include "tune.h"
 
@@ -63,11 +64,31 @@ static void make_candidates(const tune_opts_t *o, const tune_env_t *env, tune_sw
       }
     }
   }
+  /* Schedule files (--schedules): unsegmented candidates named file:PATH (docs/schedules.md). */
+  char list[4096];
+  snprintf(list, sizeof list, "%s", o->schedules != NULL ? o->schedules : "");
+  char *save = NULL;
+  for (char *path = strtok_r(list, ",", &save); path != NULL && s->ncand < TUNE_MAX_CANDIDATES;
+       path = strtok_r(NULL, ",", &save)) {
+    const mpiar__algorithm_t *a = mpiar__schedfile_algorithm(path);
+    if (a != NULL) {
+      tune_candidate_t *c = &s->cand[s->ncand++];
+      c->alg = a;
+      c->segment_bytes = 0;
+      snprintf(c->name, sizeof c->name, "%s", a->name);
+    }
+  }
 }
 
 /* Whether candidate c runs at size k: a segment must split the block, once per effective size. */
 static int applies(const tune_sweep_t *s, int k, int c, int p) {
   const tune_candidate_t *cand = &s->cand[c];
+  if (cand->alg->flags & MPIAR__ALG_FILE) {
+    /* A schedule file runs at the counts it serves, once it passed verification. */
+    char why[8];
+    return mpiar__schedfile_fit(cand->alg, p, s->sizes[k] / mpiar_dtype_size(s->dtype), 0, why,
+                                sizeof why);
+  }
   if (cand->segment_bytes == 0) {
     return 1;
   }

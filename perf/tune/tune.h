@@ -42,6 +42,7 @@ typedef struct tune_opts {
   int nsegments;
   double tie; /* relative margin within which the previous size's winner is kept */
   int named_only; /* --named-only: also sweep MPIAR__ALG_MANUAL entries; -1: where p > 2 */
+  const char *schedules; /* --schedules: schedule files swept beside the registry, comma-separated */
   int quiet;
 } tune_opts_t;
 
