@@ -101,8 +101,7 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
      "named only",
      .index = __COUNTER__, .repro = "repro_rabenseifner"},
-    {"recursive_multiplying", build_recursive_multiplying_4, cost_recursive_multiplying_4,
-     MPIAR__ALG_MANUAL,
+    {"recursive_multiplying", build_recursive_multiplying_4, cost_recursive_multiplying_4, 0,
      "full-vector exchange with k-1 partners in ceil(log_k p) rounds (k = 2..8, default 4); small "
      "messages",
      RM_PARAM, 4, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
@@ -129,7 +128,7 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "per phase; small p",
      .index = __COUNTER__, .repro = "repro_direct"},
     {"torus_2d", mpiar__build_torus_2d, mpiar__cost_torus_2d,
-     MPIAR__ALG_MANUAL | MPIAR__ALG_PAIR_EXACT | MPIAR__ALG_ORDER_BY_POSITION,
+     MPIAR__ALG_PAIR_EXACT | MPIAR__ALG_ORDER_BY_POSITION,
      "ring reduce-scatter along the rows of the most square grid, ring allreduce along its "
      "columns, ring allgather along the rows; 2(R+C-2) messages",
      .index = __COUNTER__, .repro = "repro_rabenseifner"},
