@@ -6,6 +6,7 @@
  *
  *   test_schedfile_mpi          the runs and the errors
  *   test_schedfile_mpi env      MPIAR_ALGORITHM=file:PATH (set here, before the first call)
+ *   test_schedfile_mpi tuning   a tuning file's table naming file:PATH (MPIAR_TUNING_FILE)
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include "mpiar.h"
 #include "schedule/schedfile.h"
 #include "sim/sim.h"
+#include "tuning/tuning.h"
 
 static int failures, rank, nranks;
 static char dir[256];
@@ -221,6 +223,53 @@ static void env_mode(void) {
   free(x), free(y);
 }
 
+static void tuning_mode(void) {
+  if (!mpiar__tuning_supported()) {
+    if (rank == 0) {
+      printf("SKIPPED: this build reads no tuning file (no libjansson)\n");
+    }
+    return;
+  }
+  char a[400], t[400];
+  const size_t count = (size_t)nranks * 32;
+  export_file("ring", count, 0, NULL, "tuned.sched", a, sizeof a);
+  snprintf(t, sizeof t, "%s/tuning.json", dir);
+  if (rank == 0) {
+    FILE *f = fopen(t, "w");
+    fprintf(f,
+            "{\"format\": \"mpiar-tuning\", \"version\": 1,\n"
+            " \"topology\": {\"ranks\": %d, \"nodes\": 1, \"ranks_per_node\": %d},\n"
+            " \"model\": {\"alpha\": 1e-6, \"beta\": 1e-10, \"gamma\": {\"float32\": 5e-11}},\n"
+            " \"tables\": [{\"dtype\": \"float32\", \"ranges\": [\n"
+            "   {\"min_bytes\": 0, \"max_bytes\": null, \"algorithm\": \"file:%s\"}]}]}\n",
+            nranks, nranks, a);
+    fclose(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  setenv("MPIAR_TUNING_FILE", t, 1);
+  mpiar__settings_reload();
+  MPI_Comm comm; /* a new context reads the tuning file */
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  float *x = malloc((count + 1) * sizeof *x), *y = malloc((count + 1) * sizeof *y);
+  for (size_t i = 0; i <= count; i++) {
+    x[i] = (float)(i % 13) + (float)rank;
+  }
+  int rc = mpiar_allreduce(x, y, count, MPIAR_FLOAT32, MPIAR_SUM, comm);
+  int ok = rc == 0;
+  for (size_t i = 0; ok && i < count; i++) {
+    ok = y[i] == (float)((i % 13) * (size_t)nranks) + (float)(nranks * (nranks - 1) / 2);
+  }
+  CHECK(ok, "tuning table naming file:%s: rc %d (%s)", a, rc, mpiar_last_error());
+  /* The table's file is what runs: a count its chunks do not divide is refused naming it. */
+  if (nranks > 1) {
+    rc = mpiar_allreduce(x, y, count + 1, MPIAR_FLOAT32, MPIAR_SUM, comm);
+    CHECK(rc == MPIAR_ERR_INVALID_ARG && strstr(mpiar_last_error(), a) != NULL,
+          "tuning table at %zu: rc %d (%s)", count + 1, rc, mpiar_last_error());
+  }
+  free(x), free(y);
+  MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -236,6 +285,8 @@ int main(int argc, char **argv) {
   MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
   if (argc > 1 && strcmp(argv[1], "env") == 0) {
     env_mode();
+  } else if (argc > 1 && strcmp(argv[1], "tuning") == 0) {
+    tuning_mode();
   } else {
     static const char *const algs[] = {"ring", "rabenseifner", "recursive_doubling", "swing",
                                        "direct", "double_binary_tree", "knomial_tree/k=3"};
