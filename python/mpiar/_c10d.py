@@ -1,9 +1,9 @@
 """The ``mpiar`` backend of ``torch.distributed`` (registered by ``import mpiar.torch``).
 
 ``ProcessGroupMpiar`` is a ``torch.distributed.ProcessGroup`` written in Python over an mpi4py
-communicator: all_reduce, broadcast, all_gather, _all_gather_base, reduce_scatter,
-_reduce_scatter_base, reduce, allreduce_coalesced and barrier run on mpiar; send/recv, gather,
-scatter and all_to_all run on the same ranks through mpi4py.
+communicator: all_reduce, broadcast, reduce_scatter, _reduce_scatter_base, reduce,
+allreduce_coalesced and barrier run on mpiar; all_gather and _all_gather_base (allgather_into),
+send/recv, gather, scatter and all_to_all run on the same ranks through mpi4py.
 
 Execution. Every collective of a group runs on the group's executor, in the order the program
 calls them, which is the same on every rank. A call made while the executor is idle, on at most
@@ -141,24 +141,13 @@ def _writable(t):
 
 def allgather_into(comm, out, inp, algorithm=None):
     """Every rank's ``inp`` (flat, contiguous) into ``out`` (size * inp.numel() elements of the
-    same dtype), rank i's block at offset i * inp.numel(). The backend's one all_gather.
-
-    Up to ``_ALLGATHER_ALLREDUCE_BYTES`` per rank it is an mpiar allreduce (bitwise OR of bytes,
-    exact for every dtype) of a zero-padded buffer; above, mpi4py's ``Allgather`` of the bytes,
-    which moves (p - 1) blocks instead of about 2 (p - 1)."""
-    nbytes = inp.numel() * inp.element_size()
-    rank = comm.Get_rank()
-    ob = _bytes(out)
-    if nbytes <= _ALLGATHER_ALLREDUCE_BYTES:
-        ob.zero_()
-        ob[rank * nbytes:(rank + 1) * nbytes].copy_(_bytes(inp))
-        mpiar.allreduce(ob, op="bor", out=ob, comm=comm, check=False, algorithm=algorithm)
-    else:
-        comm.Allgather(_np_bytes(inp), ob.numpy())
-
-
-#: Per-rank size up to which allgather_into uses an mpiar allreduce (measured: see docs).
-_ALLGATHER_ALLREDUCE_BYTES = 1024
+    same dtype), rank i's block at offset i * inp.numel(). The backend's one all_gather: mpi4py's
+    ``Allgather`` of the bytes, which was faster at every size from 64 B to 1 MiB than an mpiar
+    allreduce (bitwise OR) of a zero-padded buffer, the other way over what the library offers
+    (docs/python.md). ``algorithm`` is the allreduce algorithm a reduction-based form would use;
+    the Allgather ignores it."""
+    del algorithm
+    comm.Allgather(_np_bytes(inp), _bytes(out).numpy())
 
 
 def reduce_scatter_into(comm, out, inp, op, algorithm=None):
