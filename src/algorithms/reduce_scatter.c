@@ -27,7 +27,8 @@
  *   Every rank sends block b straight to rank b (p-1 messages out and in) and reduces the pieces
  *   of its block in rank order, ((x0 op x1) op x2) ..., so the order does not depend on the
  *   block. Cost: (p-1) (alpha + B beta) + B gamma, an estimate (the reductions mostly hide behind
- *   the arrivals). Small p.
+ *   the arrivals). Small p; named only (MPIAR__ALG_MANUAL): the estimate counts no burst of p-1
+ *   messages at one receive port, and would win every large vector.
  *
  * Algorithm: repro_direct (repro_direct.c, mpiar__build_repro_direct_rs)
  *   The reduce-scatter half of the reproducible allreduce: the pieces of block r reduced in the

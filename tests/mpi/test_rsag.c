@@ -274,7 +274,10 @@ static int timeout_case(void) {
     if (rs) {
       MT_CHECK(rc == MPIAR_ERR_TIMEOUT || rc == MPIAR_ERR_COMM_BROKEN,
                "reduce-scatter: expected a timeout, got %s", mpiar_err_name(rc));
-      MT_CHECK(elapsed >= 0.29 && elapsed < 5.0, "returned after %.3f s", elapsed);
+      /* Never before its own deadline when it timed out itself; a notice from a rank that entered
+       * earlier may end the wait sooner. Seconds of slack for loaded machines and sanitizers. */
+      MT_CHECK((rc != MPIAR_ERR_TIMEOUT || elapsed >= 0.29) && elapsed < 10.0,
+               "%s after %.3f s", mpiar_err_name(rc), elapsed);
     } else {
       /* The context is broken now: later calls are refused. */
       MT_CHECK(rc == MPIAR_ERR_COMM_BROKEN, "allgather after the failure: %s",
