@@ -42,12 +42,30 @@ int tune_candidate_at(const tune_sweep_t *s, int k, const mpiar__algorithm_t *al
   return -1;
 }
 
-/* Whether candidate c's advantage over the model's candidate m at size k is beyond the noise. */
+double tune_sign_pvalue(int wins, int n) {
+  double p = 0;
+  for (int x = wins; x <= n; x++) {
+    p += exp(lgamma(n + 1.0) - lgamma(x + 1.0) - lgamma(n - x + 1.0) - n * log(2.0));
+  }
+  return p;
+}
+
+/*
+ * Whether candidate c's advantage over the model's candidate m at size k is beyond the noise. The
+ * sign test's level is shared by the candidates measured there (Bonferroni): with eight of them,
+ * each must pass at 0.01 / 8, so that one of them passing by chance stays below 1 %.
+ */
 static int resolved(const tune_sweep_t *s, int k, int c, int m, double tie) {
-  if (c == m || isnan(s->median[k][c]) || s->iters[k] < TUNE_MIN_RESOLVE_REPS) {
+  if (c == m || isnan(s->median[k][c]) || s->iters[k] < TUNE_MIN_RESOLVE_REPS ||
+      s->wins[k][c] < 0) {
     return 0;
   }
-  return s->median[k][c] < s->median[k][m] * (1.0 - tie) && s->q3[k][c] < s->q1[k][m];
+  int others = 0;
+  for (int q = 0; q < s->ncand; q++) {
+    others += q != m && !isnan(s->median[k][q]);
+  }
+  return s->median[k][c] < s->median[k][m] * (1.0 - tie) && s->q3[k][c] < s->q1[k][m] &&
+         tune_sign_pvalue(s->wins[k][c], s->iters[k]) < TUNE_SIGN_LEVEL / others;
 }
 
 void tune_decide(tune_sweep_t *s, double tie, const tune_model_t *mod) {
@@ -191,11 +209,9 @@ static int held(const tune_sweep_t *s, int k) {
   return s->decision[k] >= 0 ? s->decision[k] : s->model[k];
 }
 
-/* Whether candidate c, measured at size k, is not slower there than what the table runs. */
-static int not_slower(const tune_sweep_t *s, int k, int c) {
-  const int h = held(s, k);
-  return c >= 0 && h >= 0 && !isnan(s->median[k][c]) &&
-         s->median[k][c] <= s->median[k][h] * (1.0 + s->tie);
+/* Whether the table runs candidate c at measured size k (its override, or the model's own). */
+static int runs_there(const tune_sweep_t *s, int k, int c) {
+  return c >= 0 && held(s, k) == c;
 }
 
 static void put_span(mpiar__tuning_table_t *t, const tune_sweep_t *s, const tune_model_t *m,
@@ -229,10 +245,11 @@ void tune_make_table(const tune_sweep_t *s, const tune_model_t *m, mpiar__tuning
       put_span(table, s, m, a + 1, b - 1, da);
       continue;
     }
-    /* An override reaches over the gap where it is not slower at the other end than what the
-     * table runs there; where both or neither side's holds, the gap splits geometrically. */
-    const int claim_a = da != HOLD_MODEL && not_slower(s, k + 1, da);
-    const int claim_b = db != HOLD_MODEL && not_slower(s, k, db);
+    /* An override reaches over the gap where the table runs the same candidate at the other end
+     * (the model's own choice there); two overrides split the gap geometrically; otherwise the
+     * unmeasured sizes follow the model. */
+    const int claim_a = da != HOLD_MODEL && runs_there(s, k + 1, da);
+    const int claim_b = db != HOLD_MODEL && runs_there(s, k, db);
     if (claim_a && !claim_b) {
       put_span(table, s, m, a + 1, b - 1, da);
     } else if (claim_b && !claim_a) {
@@ -264,8 +281,8 @@ void tune_print_decisions(FILE *f, const tune_sweep_t *s) {
           "## What the table holds (%s): the built-in model's choice unless a candidate beats it "
           "beyond the noise\n"
           "# (median faster by more than the tie, its slowest quartile below the model choice's "
-          "fastest, >= %d repetitions)\n",
-          mpiar_dtype_name(s->dtype), TUNE_MIN_RESOLVE_REPS);
+          "fastest, faster in enough of the same repetitions: sign test p < %g, >= %d of them)\n",
+          mpiar_dtype_name(s->dtype), TUNE_SIGN_LEVEL, TUNE_MIN_RESOLVE_REPS);
   fprintf(f, "#%10s  %-22s %-24s %-24s %s\n", "size", "table", "model's choice", "fastest other",
           "median / model's, quartiles");
   int nunres = 0, nover = 0;
@@ -279,8 +296,9 @@ void tune_print_decisions(FILE *f, const tune_sweep_t *s) {
                                                   : -1;
     fprintf(f, " %10s  %-22s %-24s", sz, what[s->status[k]], m >= 0 ? s->cand[m].name : "-");
     if (other >= 0 && m >= 0) {
-      fprintf(f, " %-24s %.3f, q3 %.2f us vs q1 %.2f us\n", s->cand[other].name,
-              s->median[k][other] / s->median[k][m], s->q3[k][other] * 1e6, s->q1[k][m] * 1e6);
+      fprintf(f, " %-24s %.3f, q3 %.2f us vs q1 %.2f us, faster in %d of %d\n",
+              s->cand[other].name, s->median[k][other] / s->median[k][m], s->q3[k][other] * 1e6,
+              s->q1[k][m] * 1e6, s->wins[k][other], s->iters[k]);
     } else {
       fprintf(f, " %-24s\n", "-");
     }

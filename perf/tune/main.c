@@ -632,15 +632,6 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
     tune_print_calibration(out, env, &cal);
     fflush(out);
   }
-  for (int d = 0; d < o->ndtypes; d++) {
-    if (tune_sweep(o, env, o->dtypes[d], &sweeps[d], out) != 0) {
-      if (env->rank == 0) {
-        fprintf(stderr, "mpiar-tune: out of memory for buffers of %zu bytes\n", o->max_bytes);
-      }
-      return TOOL_EXIT_FAIL;
-    }
-  }
-  load_average(load_end, sizeof load_end);
   /* The table holds the built-in model's choices wherever the sweep did not resolve a faster
    * candidate (decide.c), on this communicator's topology, as the selector sees it. */
   mpiar__topology_t topo;
@@ -648,6 +639,18 @@ static int run(const tune_opts_t *o, tune_env_t *env) {
   const int have_topo = mpiar__topology_from_map(&topo, env->p, env->node_of) == MPIAR_SUCCESS;
   model_ctx_t mc = {env->p, have_topo ? &topo : NULL};
   const tune_model_t model = {builtin_choice, &mc};
+  for (int d = 0; d < o->ndtypes; d++) {
+    if (tune_sweep(o, env, o->dtypes[d], &sweeps[d], out, &model) != 0) {
+      if (env->rank == 0) {
+        fprintf(stderr, "mpiar-tune: out of memory for buffers of %zu bytes\n", o->max_bytes);
+      }
+      if (have_topo) {
+        mpiar__topology_destroy(&topo);
+      }
+      return TOOL_EXIT_FAIL;
+    }
+  }
+  load_average(load_end, sizeof load_end);
   for (int d = 0; d < o->ndtypes; d++) {
     tune_decide(&sweeps[d], o->tie, &model);
   }

@@ -190,7 +190,8 @@ static double quantile_sorted(const double *v, int n, double f) {
 
 /* Time the applicable candidates of size k, interleaved; medians of the slowest rank. */
 static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep_t *s, int k,
-                         const char *sendbuf, char *recvbuf, double *times) {
+                         const char *sendbuf, char *recvbuf, double *times,
+                         const tune_model_t *model) {
   const size_t es = mpiar_dtype_size(s->dtype);
   const size_t count = s->sizes[k] / es;
   int active[TUNE_MAX_CANDIDATES];
@@ -229,11 +230,41 @@ static void measure_size(const tune_opts_t *o, const tune_env_t *env, tune_sweep
     }
   }
   MPI_Allreduce(MPI_IN_PLACE, times, nact * iters, MPI_DOUBLE, MPI_MAX, env->comm);
+  /* Paired: in how many repetitions each candidate beat each other one (the same repetition runs
+   * them all within moments, so a burst of load hits both). */
+  static int pair[TUNE_MAX_CANDIDATES][TUNE_MAX_CANDIDATES];
+  for (int i = 0; i < nact; i++) {
+    for (int j = 0; j < nact; j++) {
+      const double *ti = times + (size_t)i * (size_t)iters, *tj = times + (size_t)j * (size_t)iters;
+      int w = 0;
+      for (int r = 0; r < iters; r++) {
+        w += ti[r] < tj[r];
+      }
+      pair[i][j] = w;
+    }
+  }
   for (int i = 0; i < nact; i++) {
     double *v = times + (size_t)i * (size_t)iters;
     s->median[k][active[i]] = tool_median(v, iters); /* sorts v */
     s->q1[k][active[i]] = quantile_sorted(v, iters, 0.25);
     s->q3[k][active[i]] = quantile_sorted(v, iters, 0.75);
+  }
+  /* Against the built-in model's choice, which a table keeps unless it is beaten (decide.c). */
+  for (int c = 0; c < s->ncand; c++) {
+    s->wins[k][c] = -1;
+  }
+  if (model != NULL) {
+    const mpiar__algorithm_t *alg = NULL;
+    size_t seg = 0;
+    model->choice(model->ctx, s->sizes[k], s->dtype, &alg, &seg);
+    const int m = tune_candidate_at(s, k, alg, seg, env->p);
+    for (int mi = 0; m >= 0 && mi < nact; mi++) {
+      if (active[mi] == m) {
+        for (int i = 0; i < nact; i++) {
+          s->wins[k][active[i]] = pair[i][mi];
+        }
+      }
+    }
   }
 }
 
@@ -255,7 +286,7 @@ static void pick_winner(const tune_opts_t *o, tune_sweep_t *s, int k) {
 }
 
 int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype, tune_sweep_t *s,
-               FILE *out) {
+               FILE *out, const tune_model_t *model) {
   memset(s, 0, sizeof *s);
   s->dtype = dtype;
   s->p = env->p;
@@ -286,7 +317,7 @@ int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype,
       char sz[32];
       tune_progress(env, "measuring %s at %s (size %d/%d)", mpiar_dtype_name(dtype),
                     tool_format_bytes((double)s->sizes[k], sz, sizeof sz), k + 1, s->nsizes);
-      measure_size(o, env, s, k, sendbuf, recvbuf, times);
+      measure_size(o, env, s, k, sendbuf, recvbuf, times, model);
       pick_winner(o, s, k);
       if (out != NULL) {
         print_row(out, s, k);

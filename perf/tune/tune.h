@@ -125,8 +125,15 @@ enum {
   TUNE_MODEL_UNMEASURED   /* the model's choice was not among the candidates: the model */
 };
 
-/* Fewest timed repetitions a size needs before a candidate may override the model there. */
-#define TUNE_MIN_RESOLVE_REPS 5
+/* Fewest timed repetitions a size needs before a candidate may override the model there (the
+ * fewest with which the sign test below can pass: 7 wins of 7 happen by chance with p = 1/128). */
+#define TUNE_MIN_RESOLVE_REPS 7
+/* The paired sign test's level: a candidate must beat the model's choice in so many of the
+ * repetitions that chance (each side winning half) would do it with probability below this. */
+#define TUNE_SIGN_LEVEL 0.01
+
+/* P(X >= wins) for X ~ Binomial(n, 1/2): the one-sided sign test's p-value. */
+double tune_sign_pvalue(int wins, int n);
 
 /* Everything measured for one element type. */
 typedef struct tune_sweep {
@@ -142,6 +149,9 @@ typedef struct tune_sweep {
   /* The fastest and the slowest quartile of the repetitions (25th and 75th percentiles). */
   double q1[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
   double q3[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
+  /* In how many repetitions the candidate beat the built-in model's choice in the same
+   * repetition (-1: not counted, e.g. the model's choice was not measured). */
+  int wins[TUNE_MAX_SIZES][TUNE_MAX_CANDIDATES];
   int winner[TUNE_MAX_SIZES]; /* candidate index: the fastest median (the previous within tie) */
   /* The decision (tune_decide): the model's candidate index (-1: not measured), the status
    * (TUNE_MODEL_FASTEST ...), and the candidate the table names (-1: the model's choice). */
@@ -158,7 +168,7 @@ typedef struct tune_sweep {
  * @p out (rank 0; NULL: none). @return 0, or -1 when memory ran out on some rank.
  */
 int tune_sweep(const tune_opts_t *o, const tune_env_t *env, mpiar_dtype_t dtype, tune_sweep_t *s,
-               FILE *out);
+               FILE *out, const tune_model_t *model);
 
 /*
  * The candidate index of (alg, segment) at size k as the library would run it (a segment that
@@ -171,8 +181,10 @@ int tune_candidate_at(const tune_sweep_t *s, int k, const mpiar__algorithm_t *al
  * Decide, per measured size, what the table holds (s->model, s->status, s->decision): the
  * model's choice, unless a candidate's advantage over it is resolved: at least
  * TUNE_MIN_RESOLVE_REPS repetitions, its median faster than the model choice's by more than the
- * tie margin, and its slowest quartile (75th percentile) faster than the model choice's fastest
- * quartile (25th). Among resolved candidates the previous size's override is kept where its
+ * tie margin, its slowest quartile (75th percentile) faster than the model choice's fastest
+ * quartile (25th), and faster than it in so many of the same repetitions that chance would do
+ * it with probability below TUNE_SIGN_LEVEL shared among the candidates measured at the size
+ * (s->wins; the paired sign test, Bonferroni). Among resolved candidates the previous size's override is kept where its
  * median is within the tie margin of the fastest resolved one. Needs median, q1, q3, iters.
  */
 void tune_decide(tune_sweep_t *s, double tie, const tune_model_t *m);
@@ -180,9 +192,9 @@ void tune_decide(tune_sweep_t *s, double tie, const tune_model_t *m);
 /*
  * The table of @p s after tune_decide: every size from 0 up holds a range. A measured size holds
  * its decision. The sizes between two measured ones hold what both hold; where they differ, an
- * override reaches over the whole gap when it is not slower (by its median, within the tie) at
- * the other end than what the table runs there, else the gap holds the model (two overrides
- * that both or neither reach split it at the geometric mean). Beyond the last measured size,
+ * override reaches over the whole gap when the other end runs the same candidate (the model's own
+ * choice there), else the gap holds the model (two different overrides split it at the
+ * geometric mean). Beyond the last measured size,
  * the model. "The model" is its own choice, its switch points found exactly (a scan in steps of
  * an eighth, then bisection), up to 1 PiB and the model's choice there without an upper bound:
  * the table equals the built-in model wherever nothing was resolved, whatever parameters the

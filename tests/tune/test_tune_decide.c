@@ -9,8 +9,8 @@
  *   to 2^52 (powers of two, their neighbours, a pseudo-random sample), with no gap;
  * - a clear win (recursive doubling at half the ring's time at 64 KiB, quartiles apart): the
  *   table names it there and halfway to the neighbours, and the model elsewhere;
- * - a median win inside the noise, a clear win over too few repetitions, a clear but tiny win
- *   (below the tie): none overrides;
+ * - a median win inside the noise, a clear win over too few repetitions, a win in too few of
+ *   the same repetitions (the sign test), a clear but tiny win (below the tie): none overrides;
  * - the previous size's override is kept where it is resolved and within the tie;
  * - every table written and read back through the file format (where the build reads files).
  */
@@ -66,6 +66,7 @@ static void set(tune_sweep_t *s, int k, int c, double m, double spread) {
   s->median[k][c] = m;
   s->q1[k][c] = m * (1 - spread);
   s->q3[k][c] = m * (1 + spread);
+  s->wins[k][c] = s->iters[k]; /* faster in every repetition: only the other rules decide */
 }
 
 static int index_of(const tune_sweep_t *s, size_t bytes) {
@@ -188,10 +189,12 @@ static void test_noise_is_the_model(void) {
     make_sweep(&s, 30);
     for (int k = 0; k < s.nsizes; k++) {
       double lo = INFINITY, hi = 0;
+      static double raw[5][30];
       for (int c = 0; c < s.ncand; c++) {
         for (int r = 0; r < 30; r++) {
           double g = sqrt(-2 * log(uniform(&seed))) * cos(2 * M_PI * uniform(&seed));
           v[r] = 10e-6 * exp(0.25 * g) * (uniform(&seed) < 0.1 ? 1.5 + 1.5 * uniform(&seed) : 1);
+          raw[c][r] = v[r];
         }
         set(&s, k, c, 1, 0);
         if (!isnan(s.median[k][c])) {
@@ -201,6 +204,19 @@ static void test_noise_is_the_model(void) {
         }
       }
       spread = hi / lo - 1 > spread ? hi / lo - 1 : spread;
+      /* Paired wins against the model's candidate, repetition by repetition. */
+      const mpiar__algorithm_t *alg = NULL;
+      size_t seg = 0;
+      builtin(NULL, s.sizes[k], s.dtype, &alg, &seg);
+      const int m = tune_candidate_at(&s, k, alg, seg, P);
+      CHECK_COND(m >= 0);
+      for (int c = 0; c < s.ncand && m >= 0; c++) {
+        int w = 0;
+        for (int r = 0; r < 30; r++) {
+          w += raw[c][r] < raw[m][r];
+        }
+        s.wins[k][c] = w;
+      }
     }
     tune_decide(&s, 0.01, &model);
     static mpiar__tuning_table_t t;
@@ -283,17 +299,31 @@ static void test_unresolved_wins_do_not_override(void) {
   set(&s, k4, 1, 16e-6, 0.2);
   tune_decide(&s, 0.01, &model);
   CHECK_COND(s.status[k4] == TUNE_UNRESOLVED && s.decision[k4] == -1 && s.contender[k4] == 1);
-  /* 2. Clear, but over 4 repetitions. */
+  /* 2. Clear, but over 6 repetitions. */
   flat(&s, TUNE_MIN_RESOLVE_REPS - 1);
   set(&s, k4, 1, 8e-6, 0.01);
   tune_decide(&s, 0.01, &model);
   CHECK_COND(s.status[k4] == TUNE_UNRESOLVED && s.decision[k4] == -1);
-  /* The same with enough repetitions overrides. */
-  flat(&s, TUNE_MIN_RESOLVE_REPS);
+  /* The same with enough repetitions overrides (9 of 9: p = 1/512, below 0.01 / 4). */
+  flat(&s, 9);
   set(&s, k4, 1, 8e-6, 0.01);
   tune_decide(&s, 0.01, &model);
   CHECK_COND(s.status[k4] == TUNE_OVERRIDE && s.decision[k4] == 1);
-  /* 3. Quartiles apart but 0.5 % faster: below the tie. */
+  /* 3. Median 20 % faster and quartiles apart, but faster in only 18 of the 30 repetitions
+   * (the sign test: p = 0.18). */
+  flat(&s, 30);
+  set(&s, k4, 1, 16e-6, 0.01);
+  s.wins[k4][1] = 18;
+  tune_decide(&s, 0.01, &model);
+  CHECK_COND(s.status[k4] == TUNE_UNRESOLVED && s.decision[k4] == -1);
+  s.wins[k4][1] = 24; /* p = 0.0007, below 0.01 / 4 candidates */
+  tune_decide(&s, 0.01, &model);
+  CHECK_COND(s.status[k4] == TUNE_OVERRIDE && s.decision[k4] == 1);
+  CHECK_COND(fabs(tune_sign_pvalue(30, 30) - ldexp(1, -30)) < 1e-15);
+  CHECK_COND(fabs(tune_sign_pvalue(8, 8) - 1.0 / 256) < 1e-12);
+  CHECK_COND(fabs(tune_sign_pvalue(0, 17) - 1.0) < 1e-9);
+  CHECK_COND(tune_sign_pvalue(18, 30) > 0.1 && tune_sign_pvalue(24, 30) < 0.001);
+  /* 4. Quartiles apart but 0.5 % faster: below the tie. */
   flat(&s, 30);
   for (int c = 0; c < s.ncand; c++) {
     set(&s, k4, c, 20e-6, 0.001);
@@ -321,13 +351,13 @@ static void test_previous_override_kept(void) {
   static mpiar__tuning_table_t t;
   tune_make_table(&s, &model, &t);
   check_shape(&t);
-  /* One range over the gap to 64 KiB (Rabenseifner ties there) up to 1 MiB, the last measured
-   * size; the model after. */
+  /* One range from 256 KiB to 1 MiB, the last measured size; the model below (the ring at
+   * 64 KiB is not Rabenseifner) and after. */
   const mpiar__tuning_range_t *g = range_at(&t, 1 << 20);
-  CHECK_COND(g != NULL && g->alg == s.cand[1].alg && g->min_bytes == (64 << 10) + 1 &&
+  CHECK_COND(g != NULL && g->alg == s.cand[1].alg && g->min_bytes == (256 << 10) &&
              g->max_bytes == (1 << 20));
   CHECK_COND(table_is_model_at(&t, (1 << 20) + 1) && table_is_model_at(&t, (size_t)64 << 20));
-  CHECK_COND(table_is_model_at(&t, 64 << 10));
+  CHECK_COND(table_is_model_at(&t, 64 << 10) && table_is_model_at(&t, (256 << 10) - 1));
   set(&s, k1m, 1, 10.5e-6, 0.02); /* 5 % behind: the fastest */
   tune_decide(&s, 0.01, &model);
   CHECK_COND(s.decision[k256] == 1 && s.decision[k1m] == 3);
