@@ -4,6 +4,10 @@
  * interleaved block by block (docs/shm.md, docs/performance.md).
  *
  *   mpiexec -n P mpiar-bench -m shared [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-r REPS]
+ *                                      [-n CALLS]
+ *
+ * -r: repetitions per size (default 31, 15 from 4 MiB, 7 from 64 MiB); -n: the most calls in a
+ * block (default 200; oversubscribed runs want fewer).
  *
  * Columns (median over repetitions of each rank's slowest; a repetition is one block of
  * back-to-back calls after a barrier, the block's time divided by its calls):
@@ -106,7 +110,7 @@ enum { COL_MPI, COL_MPIAR, COL_SHARED, COL_FLOOR, NCOLS };
 
 int bench_shared_main(int argc, char **argv) {
   size_t min_b = 8, max_b = (size_t)256 << 20, factor = 4;
-  int reps = 0;
+  int reps = 0, max_calls = 200;
   mpiar_dtype_t dtype = MPIAR_FLOAT32;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -117,6 +121,8 @@ int bench_shared_main(int argc, char **argv) {
       max_b = parse_size(v), i++;
     } else if (strcmp(a, "-f") == 0 && v) {
       factor = parse_size(v), i++;
+    } else if (strcmp(a, "-n") == 0 && v) {
+      max_calls = atoi(v) > 0 ? atoi(v) : 1, i++;
     } else if (strcmp(a, "-r") == 0 && v) {
       reps = atoi(v), i++;
     } else if (strcmp(a, "-d") == 0 && v) {
@@ -129,7 +135,8 @@ int bench_shared_main(int argc, char **argv) {
       i++;
     } else {
       fprintf(stderr,
-              "usage: mpiar-bench -m shared [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-r REPS]\n");
+              "usage: mpiar-bench -m shared [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-r REPS] "
+              "[-n CALLS]\n");
       return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ? 0 : 2;
     }
   }
@@ -173,7 +180,7 @@ int bench_shared_main(int argc, char **argv) {
     size_t nb = count * es;
     /* Calls per block: about 1 MiB of data per block, 1 .. 200 calls. */
     int calls = (int)((size_t)(1 << 20) / nb);
-    calls = calls < 1 ? 1 : calls > 200 ? 200 : calls;
+    calls = calls < 1 ? 1 : calls > max_calls ? max_calls : calls;
     int nrep = reps > 0 ? reps : nb >= ((size_t)64 << 20) ? 7 : nb >= ((size_t)4 << 20) ? 15 : 31;
     fill(min_, count, dtype, rank);
     fill(sin, count, dtype, rank);

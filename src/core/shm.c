@@ -40,7 +40,7 @@ enum { PATH_SHM = 1, PATH_ENGINE = 2, PATH_FAILED = 3 };
 /* Calls of at most this many bytes carry their input in the entry: every rank then reduces the
  * whole vector from the entries and writes its own receive buffer only (one flag, no second
  * phase). */
-#define SHM_INLINE_BYTES 192
+#define SHM_INLINE_BYTES 4096
 
 typedef struct shm_entry {
   uint64_t state; /* (number << 2) | path, released after the fields below */
@@ -325,6 +325,22 @@ static const char *canonical_block(const char *const *x, int p, size_t n, mpiar_
   return st[0].ptr;
 }
 
+/* The domain's temporaries, at least @p need bytes (64-byte aligned), or NULL (detail set). */
+static char *scratch_get(mpiar__shm_domain_t *dom, size_t need) {
+  if (dom->scratch_bytes < need) {
+    free(dom->scratch);
+    dom->scratch = NULL;
+    dom->scratch_bytes = 0;
+    if (posix_memalign((void **)&dom->scratch, 64, need) != 0) {
+      dom->scratch = NULL;
+      mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %zu bytes of temporaries", need);
+      return NULL;
+    }
+    dom->scratch_bytes = need;
+  }
+  return dom->scratch;
+}
+
 /* This rank's share: elements [lo, hi) reduced from every rank's input, written to every rank's
  * output. */
 static int reduce_share(shm_op_t *o) {
@@ -346,15 +362,8 @@ static int reduce_share(shm_op_t *o) {
   int ntmp = (31 - __builtin_clz((unsigned)p)) + 3;
   size_t need = (size_t)ntmp * stride;
   mpiar__shm_domain_t *dom = o->dom;
-  if (p > 1 && dom->scratch_bytes < need) {
-    free(dom->scratch);
-    dom->scratch = NULL;
-    dom->scratch_bytes = 0;
-    if (posix_memalign((void **)&dom->scratch, 64, need) != 0) {
-      dom->scratch = NULL;
-      return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %zu bytes of temporaries", need);
-    }
-    dom->scratch_bytes = need;
+  if (p > 1 && scratch_get(dom, need) == NULL) {
+    return MPIAR_ERR_NOMEM;
   }
   int stream = (hi - lo) * es * (size_t)p >= SHM_STREAM_BYTES;
   const char *x[256];
@@ -453,7 +462,11 @@ static int reduce_inline(shm_op_t *o) {
       return map_buffers(o); /* names the difference */
     }
   }
-  char tmp[(31 + 3) * SHM_INLINE_BYTES] __attribute__((aligned(64)));
+  int ntmp = (31 - __builtin_clz((unsigned)p)) + 3;
+  char *tmp = scratch_get(dom, (size_t)ntmp * SHM_INLINE_BYTES);
+  if (tmp == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
   const char *x[256];
   const char **xs = p <= 256 ? x : malloc((size_t)p * sizeof *xs);
   if (xs == NULL) {
