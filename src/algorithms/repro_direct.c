@@ -48,6 +48,11 @@
  * The simulator's critical path equals both formulas in their regimes for every p, and the time
  * never exceeds the ring's unsegmented or in the exact regime (tests/sim/test_sim_repro.c).
  *
+ * Reduce-scatter (mpiar__build_repro_direct_rs, the reduce-scatter registry's repro_direct):
+ * the same reduce-scatter without the allgather, for a schedule whose count is one rank's block
+ * (reduce_scatter.c): the tree's root writes OUTPUT[0, c), or, in place, block r where its input
+ * lies, copied to the start once block 0's pieces have left.
+ *
  * Tags: messages from r to one peer are numbered in posting order (reduce-scatter segments, then,
  * to r+1, the allgather's) and carry their number mod MPIAR__TAG_LIMIT; where a tag repeats, the
  * later send and receive depend on the earlier ones with that tag.
