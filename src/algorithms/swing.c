@@ -301,7 +301,8 @@ typedef struct rs_send {
   size_t len;
 } rs_send_t;
 
-/* One sub-collective: elements [off, off + len) of the vector, scratch from soff, tags from tag0. */
+/* One sub-collective: elements [off, off + len) of the vector, scratch from soff, tags from tag0.
+ */
 typedef struct part {
   size_t off, len, soff;
   int tag0;
@@ -406,8 +407,7 @@ cleanup:
   return rc;
 }
 
-int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t *pats,
-                             int nparts) {
+int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t *pats, int nparts) {
   const int p = s->nranks;
   const size_t n = s->count;
   int rc = MPIAR_SUCCESS;

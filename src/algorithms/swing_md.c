@@ -40,6 +40,8 @@
  * L = log2 p', P = 2 D parts; the fold as swing: + (alpha + n beta + n gamma) + (alpha + n beta)):
  *   swing_md:          2 L P alpha + 2 (p'-1)/p' n beta                 (gamma <= beta, P >= 2)
  *                      + (p'-1)/p' n (gamma - beta) / P                  (gamma > beta, estimate)
+ *                      P = the parts with an element (fewer than 2 D for a vector of fewer
+ *                      elements; with one part, swing's formula)
  *   swing_md_latency:  L (alpha + n beta + n gamma)                      (exact, as swing_latency)
  * The one-port model sends a rank's P messages of a step one after the other, so the parts buy
  * no bandwidth there and cost P - 1 alphas more per exchange; in return each part's reduction
@@ -89,15 +91,17 @@ int mpiar__build_swing_md_latency_k(mpiar__schedule_t *s, int d) {
   return mpiar__swing_build_full(s, &pats[0]);
 }
 
-static double cost(int d, int nranks, size_t bytes, const mpiar__cost_params_t *c,
+static double cost(int d, int nranks, size_t bytes, size_t elem_size, const mpiar__cost_params_t *c,
                    const mpiar__topology_t *topo, int latency) {
   if (nranks <= 1 || bytes == 0 || d < 1 || d > MPIAR__SWING_MAX_DIMS) {
     return 0.0;
   }
   mpiar__swing_pattern_t pats[2 * MPIAR__SWING_MAX_DIMS];
-  const int nparts = latency ? 1 : grid_patterns(nranks, d, pats);
-  if (latency) {
-    grid_patterns(nranks, d, pats);
+  int nparts = grid_patterns(nranks, d, pats);
+  /* Parts without an element send nothing (a vector of fewer than 2 d elements). */
+  const size_t count = elem_size > 0 ? bytes / elem_size : bytes;
+  if (latency || count < (size_t)nparts) {
+    nparts = latency ? 1 : (int)count;
   }
   const int P = pats[0].P, L = pats[0].L;
   const double n = (double)bytes, q = P;
@@ -106,26 +110,26 @@ static double cost(int d, int nranks, size_t bytes, const mpiar__cost_params_t *
     return mpiar__swing_cost_two_level(nranks, n, c, topo, latency, &pats[0]) +
            2.0 * L * (nparts - 1) * c->alpha_inter;
   }
-  /* The parts' reductions hide behind the other parts' transfers while gamma <= beta. */
-  const double hidden = nparts > 1 && k.gamma <= k.beta ? 0.0 : (k.gamma - k.beta) / nparts;
+  /* The parts' reductions hide behind the other parts' transfers while gamma <= beta; one part
+   * is swing's schedule and pays them all. */
+  const double hidden =
+      nparts == 1 ? k.gamma : (k.gamma > k.beta ? (k.gamma - k.beta) / nparts : 0.0);
   const double steps = latency ? L * (k.alpha + n * k.beta + n * k.gamma)
                                : 2.0 * L * nparts * k.alpha + 2 * (q - 1) / q * n * k.beta +
-                                     (q - 1) / q * n * (hidden > 0 ? hidden : 0.0);
+                                     (q - 1) / q * n * hidden;
   return steps + mpiar__swing_fold_cost(nranks, n, &k);
 }
 
 double mpiar__cost_swing_md_k(int d, int nranks, size_t bytes, size_t elem_size,
                               size_t segment_bytes, const mpiar__cost_params_t *c,
                               const mpiar__topology_t *topo) {
-  (void)elem_size;
   (void)segment_bytes;
-  return cost(d, nranks, bytes, c, topo, 0);
+  return cost(d, nranks, bytes, elem_size, c, topo, 0);
 }
 
 double mpiar__cost_swing_md_latency_k(int d, int nranks, size_t bytes, size_t elem_size,
                                       size_t segment_bytes, const mpiar__cost_params_t *c,
                                       const mpiar__topology_t *topo) {
-  (void)elem_size;
   (void)segment_bytes;
-  return cost(d, nranks, bytes, c, topo, 1);
+  return cost(d, nranks, bytes, elem_size, c, topo, 1);
 }
