@@ -184,7 +184,10 @@ class Work(dist.Work):
         if keep is not None:
             keep[id(self)] = self
             if len(keep) > _KEEP_WORKS:
-                del keep[next(iter(keep))]
+                try:
+                    del keep[next(iter(keep))]
+                except (KeyError, RuntimeError, StopIteration):  # another thread got there
+                    pass
 
     def _complete(self, exc):
         ex = self._executor
@@ -236,15 +239,12 @@ class Work(dist.Work):
         with ex._lock:
             if self._fut is None:
                 base = torch.futures.Future()
+                # The future handed out errs (for C++ callers too) when the call failed.
+                self._fut_out = base.then(_unwrap)
                 self._fut = base
             done = self._done
-            fut = self._fut
-        if base is not None:
-            # The future handed out errs (for C++ callers too) when the call failed.
-            out = base.then(_unwrap)
-            self._fut_out = out
-            if done:
-                _finish_future(base, self)
+        if base is not None and done:
+            _finish_future(base, self)
         return self._fut_out
 
 
@@ -287,7 +287,7 @@ class _Executor:
                 self._lock.release()
                 try:
                     for w, f in pending:
-                        _run(w, f)
+                        w._complete(_exec(f))
                 finally:
                     self._lock.acquire()
             else:
@@ -299,13 +299,16 @@ class _Executor:
                     self._thread.start()
                 self._cv.notify_all()
                 return
-        try:
-            _run(work, fn)
-        finally:
-            with self._lock:
-                self._busy = False
-                if self._queue:
-                    self._cv.notify_all()
+        exc = _exec(fn)
+        self._idle()
+        # Completion (and the future's callbacks) after the executor is free, so that a callback
+        # may make another call.
+        work._complete(exc)
+
+    def _idle(self):
+        with self._lock:
+            self._busy = False
+            self._cv.notify_all()
 
     def wait_for(self, work, timeout):
         """Wait for a queued work; while it has not started and nothing runs, run the queue up to
@@ -324,14 +327,14 @@ class _Executor:
                             break
                     self._busy = True
             if batch is not None:
+                done = []
                 try:
                     for w, f in batch:
-                        _run(w, f)
+                        done.append((w, _exec(f)))
                 finally:
-                    with self._lock:
-                        self._busy = False
-                        if self._queue:
-                            self._cv.notify_all()
+                    self._idle()
+                for w, exc in done:
+                    w._complete(exc)
                 continue
             ev = work._event
             seconds = timeout.total_seconds() if timeout else 0
@@ -352,12 +355,9 @@ class _Executor:
                     return
                 work, fn = self._queue.popleft()
                 self._busy = True
-            try:
-                _run(work, fn)
-            finally:
-                with self._lock:
-                    self._busy = False
-                    self._cv.notify_all()
+            exc = _exec(fn)
+            self._idle()
+            work._complete(exc)
 
     def drain(self):
         """Run everything queued, then stop the worker."""
@@ -369,13 +369,13 @@ class _Executor:
             t.join()
 
 
-def _run(work, fn):
+def _exec(fn):
+    """Run one call; its exception, or None."""
     try:
         fn()
-        exc = None
+        return None
     except BaseException as e:  # noqa: BLE001 - handed to wait() and the future
-        exc = e
-    work._complete(exc)
+        return e
 
 
 # ---- the process group ----------------------------------------------------------------------

@@ -105,7 +105,7 @@ def test_all_reduce_every_op_against_gloo(groups, dtype):
 
 def test_all_reduce_bool_and_large(groups):
     mp, gloo = groups
-    r, size = dist.get_rank(), dist.get_world_size()
+    r = dist.get_rank()
     b = torch.tensor([r == 0, False, True])
     dist.all_reduce(b, op=R.MAX)
     assert b.tolist() == [True, False, True]
@@ -294,7 +294,7 @@ def test_new_group(groups):
 
 
 def test_errors_local(groups):
-    r, size = dist.get_rank(), dist.get_world_size()
+    size = dist.get_world_size()
     with pytest.raises(TypeError, match="int16"):
         dist.all_reduce(torch.ones(3, dtype=torch.int16))
     with pytest.raises(ValueError, match="not contiguous"):
