@@ -16,7 +16,9 @@
  *   mpiar shared     mpiar_allreduce on mpiar_alloc buffers, send -> receive (zero-copy)
  *   floor            every rank copies n bytes at once (memcpy: it reads n and writes n, the
  *                    traffic of one rank's share of the zero-copy allreduce: p shares of n/p read
- *                    and written p times)
+ *                    and written p times), then a barrier ends the block: like the allreduce,
+ *                    the floor is met only when every rank runs (on a loaded node the barrier
+ *                    waits for the ranks the scheduler put aside, as the allreduce's flags do)
  * Every shared result is checked (exact small integers in the datatype) after its block.
  */
 #include <mpi.h>
@@ -211,6 +213,9 @@ int bench_shared_main(int argc, char **argv) {
             fprintf(stderr, "rank %d: %s\n", rank, mpiar_last_error());
             MPI_Abort(MPI_COMM_WORLD, 1);
           }
+        }
+        if (c == COL_FLOOR) {
+          MPI_Barrier(comm);
         }
         double dt = (MPI_Wtime() - t0) / calls, worst = 0;
         MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
