@@ -1,9 +1,9 @@
 """The ``mpiar`` backend of ``torch.distributed`` (registered by ``import mpiar.torch``).
 
 ``ProcessGroupMpiar`` is a ``torch.distributed.ProcessGroup`` written in Python over an mpi4py
-communicator: all_reduce, broadcast, reduce_scatter, _reduce_scatter_base, reduce,
-allreduce_coalesced and barrier run on mpiar; all_gather and _all_gather_base (allgather_into),
-send/recv, gather, scatter and all_to_all run on the same ranks through mpi4py.
+communicator: all_reduce, broadcast, reduce_scatter, _reduce_scatter_base, all_gather,
+_all_gather_base, reduce, allreduce_coalesced and barrier run on mpiar; send/recv, gather,
+scatter and all_to_all run on the same ranks through mpi4py.
 
 Execution. Every collective of a group runs on the group's executor, in the order the program
 calls them, which is the same on every rank. A call made while the executor is idle, on at most
@@ -19,9 +19,9 @@ count and shapes. A rank whose arguments are wrong raises its own exception nami
 and sends none of its data; every other rank raises ``mpiar.MismatchError`` naming it, and so does
 every rank when the calls differ between ranks. ``check=False`` on the group skips the agreement.
 
-The two block collectives that the C library does not offer are one function each,
-``allgather_into`` and ``reduce_scatter_into`` below: every all_gather and reduce_scatter of the
-backend goes through them.
+The two block collectives are one function each, ``allgather_into`` and ``reduce_scatter_into``
+below (mpiar's allgather and reduce-scatter): every all_gather and reduce_scatter of the backend
+goes through them.
 """
 
 import collections
@@ -141,25 +141,22 @@ def _writable(t):
 
 def allgather_into(comm, out, inp, algorithm=None):
     """Every rank's ``inp`` (flat, contiguous) into ``out`` (size * inp.numel() elements of the
-    same dtype), rank i's block at offset i * inp.numel(). The backend's one all_gather: mpi4py's
-    ``Allgather`` of the bytes, which was faster at every size from 64 B to 1 MiB than an mpiar
-    allreduce (bitwise OR) of a zero-padded buffer, the other way over what the library offers
-    (docs/python.md). ``algorithm`` is the allreduce algorithm a reduction-based form would use;
-    the Allgather ignores it."""
+    same dtype), rank i's block at offset i * inp.numel(): mpiar's allgather of the bytes (so
+    every dtype travels, bool and complex included). ``algorithm`` names an allreduce (the
+    group's option), not an allgather: the allgather chooses its own."""
     del algorithm
-    comm.Allgather(_np_bytes(inp), _bytes(out).numpy())
+    mpiar.allgather(_bytes(inp), out=_bytes(_writable(out)), comm=comm, check=False)
 
 
 def reduce_scatter_into(comm, out, inp, op, algorithm=None):
     """Block ``rank`` of the reduction over all ranks of ``inp`` (flat, contiguous, size *
-    out.numel() elements) into ``out``, with the mpiar operation ``op``; ``inp`` is not modified.
-    The backend's one reduce_scatter: an mpiar allreduce into a scratch buffer, of which this
-    rank keeps its block."""
-    n = out.numel()
-    rank = comm.Get_rank()
-    tmp = torch.empty_like(inp)
-    mpiar.allreduce(inp.detach(), op=op, out=tmp, comm=comm, check=False, algorithm=algorithm)
-    _writable(out).reshape(-1).copy_(tmp[rank * n:(rank + 1) * n])
+    out.numel() elements) into ``out``, with the mpiar operation ``op``; ``inp`` is not modified:
+    mpiar's reduce-scatter (reproducible mode, where set, reduces each block in the canonical
+    order). ``algorithm`` names an allreduce (the group's option): the reduce-scatter chooses
+    its own."""
+    del algorithm
+    mpiar.reduce_scatter_block(inp.detach().reshape(-1), op=op,
+                               out=_writable(out).reshape(-1), comm=comm, check=False)
 
 
 # ---- works ----------------------------------------------------------------------------------
