@@ -142,7 +142,7 @@ static int known_algorithm(char *name, const char **base, size_t *segment, int *
     snprintf(err, errlen, "-a: %.400s", why);
     return 0;
   }
-  char names[256];
+  char names[1024];
   list_algorithms(names, sizeof names);
   snprintf(err, errlen,
            "-a: unknown algorithm '%s' (known: %s, and NAME/seg=SIZE for a segmented one)", name,
@@ -315,9 +315,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            "(%d at the smallest sizes down to %d for %zu MiB and more)",
            BENCH_AUTO_ITERS_MAX, BENCH_AUTO_ITERS_MIN,
            (BENCH_AUTO_ITER_BYTES / BENCH_AUTO_ITERS_MIN) >> 20);
-  char names[256];
+  char names[1024];
   list_algorithms(names, sizeof names);
-  char alg_help[1024];
+  char alg_help[2048];
   snprintf(alg_help, sizeof alg_help,
            "algorithms to compare, in order, from\n"
            "%s\n"
@@ -484,7 +484,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
     return tool_usage_error(&spec, "-o %s is not defined on -d %s", mpiar_op_name(o->op),
                             mpiar_dtype_name(o->dtype));
   }
-  char err[512];
+  char err[2048];
   if (o->collective != NULL && strcmp(o->collective, "allreduce") == 0) {
     o->collective = NULL;
   }
