@@ -84,7 +84,9 @@ static int read_options(const mpiar_options_t *opts, mpiar_options_t *out, const
                         "%zu)",
                         fn, opts->struct_size);
   }
-  out->algorithm = opts->algorithm;
+  /* "auto" is the automatic choice, as NULL is: the call cache serves both. */
+  out->algorithm =
+      opts->algorithm != NULL && strcmp(opts->algorithm, "auto") == 0 ? NULL : opts->algorithm;
   out->segment_bytes = opts->segment_bytes;
   out->timeout_ms = opts->timeout_ms;
   if (opts->struct_size > sizeof(options_v1_t)) { /* the layout with check and reproducible */
@@ -351,8 +353,12 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
   int in_place = call_in_place(c);
   if (MPIAR__UNLIKELY(ctx->shm != NULL) && c->coll == MPIAR__COLL_ALLREDUCE && !p->persistent) {
     /* Buffers in mpiar_alloc memory of this communicator: the zero-copy path. */
-    p->sc = (mpiar__shm_call_t){.in = in_place ? NULL : c->in, .out = c->out, .count = c->count,
-                                .dtype = c->dtype, .op = c->op, .timeout_ms = timeout_ms};
+    p->sc = (mpiar__shm_call_t){.in = in_place ? NULL : c->in,
+                                .out = c->out,
+                                .count = c->count,
+                                .dtype = c->dtype,
+                                .op = c->op,
+                                .timeout_ms = timeout_ms};
     if (mpiar__shm_eligible(ctx, &p->sc)) {
       p->ctx = ctx;
       p->r = NULL;
@@ -626,15 +632,15 @@ int mpiar_bcast_init(void *buf, size_t count, mpiar_dtype_t dtype, int root, MPI
   return rc != MPIAR_SUCCESS ? rc : run_request(&c, 1, req);
 }
 
-#define RS_CALL(name, send, recv, n, t, o, cm)                                                  \
+#define RS_CALL(name, send, recv, n, t, o, cm)                                                 \
   {                                                                                            \
     .coll = MPIAR__COLL_REDUCE_SCATTER, .fn = name, .in = (send), .out = (recv), .count = (n), \
     .dtype = (t), .op = (o), .root = -1, .comm = (cm)                                          \
   }
-#define AG_CALL(name, send, recv, n, t, cm)                                                \
-  {                                                                                        \
+#define AG_CALL(name, send, recv, n, t, cm)                                               \
+  {                                                                                       \
     .coll = MPIAR__COLL_ALLGATHER, .fn = name, .in = (send), .out = (recv), .count = (n), \
-    .dtype = (t), .op = MPIAR_SUM, .root = -1, .comm = (cm)                                \
+    .dtype = (t), .op = MPIAR_SUM, .root = -1, .comm = (cm)                               \
   }
 
 int mpiar_reduce_scatter_block_ex(const void *sendbuf, void *recvbuf, size_t recvcount,
