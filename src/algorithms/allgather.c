@@ -56,8 +56,8 @@ static int ag_start(mpiar__schedule_t *s, int copy_own, int *done, long *copy) {
     *done = s->count == 0 || (s->in_place && s->nranks == 1);
     return MPIAR_SUCCESS;
   }
-  *copy = mpiar__sched_copy(s, mpiar__out((size_t)s->rank * s->count), mpiar__in(0), s->count,
-                            NULL, 0);
+  *copy =
+      mpiar__sched_copy(s, mpiar__out((size_t)s->rank * s->count), mpiar__in(0), s->count, NULL, 0);
   *done = s->nranks == 1;
   return *copy < 0 ? (int)*copy : MPIAR_SUCCESS;
 }
@@ -91,25 +91,16 @@ int mpiar__build_ag_ring(mpiar__schedule_t *s) {
     const int tag = k % MPIAR__TAG_LIMIT;
     const long sdeps[] = {k > 0 ? recvq[k - 1] : -1,
                           k >= MPIAR__TAG_LIMIT ? sendq[k - MPIAR__TAG_LIMIT] : -1};
-    MPIAR__STEP(sendq[k], mpiar__sched_send(s, next, tag,
-                                            k == 0 ? ag_own(s) : mpiar__out((size_t)sb * c), c,
-                                            sdeps, 2));
+    MPIAR__STEP(sendq[k],
+                mpiar__sched_send(s, next, tag, k == 0 ? ag_own(s) : mpiar__out((size_t)sb * c), c,
+                                  sdeps, 2));
     const long rdeps[] = {k >= MPIAR__TAG_LIMIT ? recvq[k - MPIAR__TAG_LIMIT] : -1};
-    MPIAR__STEP(recvq[k],
-                mpiar__sched_recv(s, prev, tag, mpiar__out((size_t)rb * c), c, rdeps, 1));
+    MPIAR__STEP(recvq[k], mpiar__sched_recv(s, prev, tag, mpiar__out((size_t)rb * c), c, rdeps, 1));
   }
 cleanup:
   free(sendq);
   free(recvq);
   return rc;
-}
-
-static int vstart(int v, int rem) {
-  return v < rem ? 2 * v : v + rem;
-}
-
-static int vreal(int v, int rem) {
-  return v < rem ? 2 * v + 1 : v + rem;
 }
 
 int mpiar__build_ag_recursive_doubling(mpiar__schedule_t *s) {
@@ -146,11 +137,12 @@ int mpiar__build_ag_recursive_doubling(mpiar__schedule_t *s) {
     v = r - rem;
   }
   for (int mask = 1, stage = 0; mask < pof2; mask *= 2, stage++) {
-    const int base = v & ~(mask - 1), wbase = base ^ mask, peer = vreal(v ^ mask, rem);
-    const size_t soff = (size_t)vstart(base, rem) * c;
-    const size_t slen = (size_t)vstart(base + mask, rem) * c - soff;
-    const size_t roff = (size_t)vstart(wbase, rem) * c;
-    const size_t rlen = (size_t)vstart(wbase + mask, rem) * c - roff;
+    const int base = v & ~(mask - 1), wbase = base ^ mask,
+              peer = mpiar__fold_real_rank(v ^ mask, rem);
+    const size_t soff = (size_t)mpiar__fold_first_block(base, rem) * c;
+    const size_t slen = (size_t)mpiar__fold_first_block(base + mask, rem) * c - soff;
+    const size_t roff = (size_t)mpiar__fold_first_block(wbase, rem) * c;
+    const size_t rlen = (size_t)mpiar__fold_first_block(wbase + mask, rem) * c - roff;
     /* The first send of an unfolded rank reads only its own block (INPUT out of place). */
     const mpiar__operand_t src = nw == 1 ? ag_own(s) : mpiar__out(soff);
     MPIAR__STEP(id, mpiar__sched_send(s, peer, 1 + stage, src, slen, nw == 1 ? NULL : writes,
@@ -159,8 +151,8 @@ int mpiar__build_ag_recursive_doubling(mpiar__schedule_t *s) {
     writes[nw++] = id;
   }
   if (r < 2 * rem) { /* the rest of the vector to the folded rank r - 1 */
-    MPIAR__STEP(id, mpiar__sched_send(s, r - 1, 1 + L, mpiar__out(0), (size_t)(r - 1) * c, writes,
-                                      nw));
+    MPIAR__STEP(id,
+                mpiar__sched_send(s, r - 1, 1 + L, mpiar__out(0), (size_t)(r - 1) * c, writes, nw));
     MPIAR__STEP(id, mpiar__sched_send(s, r - 1, 2 + L, mpiar__out((size_t)r * c),
                                       all - (size_t)r * c, writes, nw));
   }
@@ -192,9 +184,8 @@ int mpiar__build_ag_bruck(mpiar__schedule_t *s) {
     const int k = d < p - d ? d : p - d;
     MPIAR__STEP(id, mpiar__sched_send(s, mod(r - d, p), stage, mpiar__scratch(0), (size_t)k * c,
                                       writes, nw));
-    MPIAR__STEP(writes[nw], mpiar__sched_recv(s, (r + d) % p, stage,
-                                              mpiar__scratch((size_t)d * c), (size_t)k * c, NULL,
-                                              0));
+    MPIAR__STEP(writes[nw], mpiar__sched_recv(s, (r + d) % p, stage, mpiar__scratch((size_t)d * c),
+                                              (size_t)k * c, NULL, 0));
     nw++;
   }
   /* Unrotate: positions 0 .. p-1-r are blocks r .. p-1 (the own block too, which in place is

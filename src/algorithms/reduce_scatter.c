@@ -124,15 +124,6 @@ cleanup:
   return rc;
 }
 
-/* Virtual rank v's first block (recursive halving over p' ranks, rem folded pairs). */
-static int vstart(int v, int rem) {
-  return v < rem ? 2 * v : v + rem;
-}
-
-static int vreal(int v, int rem) {
-  return v < rem ? 2 * v + 1 : v + rem;
-}
-
 int mpiar__build_rs_recursive_halving(mpiar__schedule_t *s) {
   const int p = s->nranks, r = s->rank;
   const size_t c = s->count, all = (size_t)p * c;
@@ -169,12 +160,14 @@ int mpiar__build_rs_recursive_halving(mpiar__schedule_t *s) {
   }
   int lo = 0, hi = pof2, stage = 0;
   for (int mask = pof2 / 2; mask >= 1; mask /= 2, stage++) {
-    const int w = v ^ mask, peer = vreal(w, rem);
+    const int w = v ^ mask, peer = mpiar__fold_real_rank(w, rem);
     const int mid = lo + (hi - lo) / 2;
     const int klo = v < mid ? lo : mid, khi = v < mid ? mid : hi;
     const int slo = v < mid ? mid : lo, shi = v < mid ? hi : mid;
-    const size_t koff = (size_t)vstart(klo, rem) * c, klen = (size_t)vstart(khi, rem) * c - koff;
-    const size_t soff = (size_t)vstart(slo, rem) * c, slen = (size_t)vstart(shi, rem) * c - soff;
+    const size_t koff = (size_t)mpiar__fold_first_block(klo, rem) * c,
+                 klen = (size_t)mpiar__fold_first_block(khi, rem) * c - koff;
+    const size_t soff = (size_t)mpiar__fold_first_block(slo, rem) * c,
+                 slen = (size_t)mpiar__fold_first_block(shi, rem) * c - soff;
     const long deps[] = {last};
     MPIAR__STEP(id, mpiar__sched_send(s, peer, 1 + stage,
                                       cur_own ? mpiar__own(s, soff) : mpiar__scratch(acc + soff),
@@ -197,7 +190,7 @@ int mpiar__build_rs_recursive_halving(mpiar__schedule_t *s) {
       }
     } else {
       /* The last stage: one or two blocks, each final; this rank's own goes to OUTPUT. */
-      for (int b = vstart(klo, rem); b < vstart(khi, rem); b++) {
+      for (int b = mpiar__fold_first_block(klo, rem); b < mpiar__fold_first_block(khi, rem); b++) {
         const size_t off = (size_t)b * c;
         const mpiar__operand_t mine = cur_own ? mpiar__own(s, off) : mpiar__scratch(acc + off);
         const mpiar__operand_t dst = b == r ? mpiar__out(0) : mpiar__scratch(acc + off);
@@ -320,9 +313,8 @@ double mpiar__cost_rs_direct(int nranks, size_t bytes, size_t elem_size, size_t 
   return (p - 1) * (l.alpha + blk * l.beta) + blk * l.gamma;
 }
 
-double mpiar__cost_rs_repro_direct(int nranks, size_t bytes, size_t elem_size,
-                                   size_t segment_bytes, const mpiar__cost_params_t *c,
-                                   const mpiar__topology_t *topo) {
+double mpiar__cost_rs_repro_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                                   const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
   (void)segment_bytes;
   if (nranks <= 1 || bytes == 0) {

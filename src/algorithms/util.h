@@ -129,4 +129,16 @@ double mpiar__radix_collapse_cost(int p, int pp, double n, const mpiar__cost_par
 /* Number of elements of a list literal of dependencies. */
 #define MPIAR__NDEPS(arr) (sizeof(arr) / sizeof((arr)[0]))
 
+/*
+ * The fold of a non-power-of-two p into p' = 2^floor(log2 p) virtual ranks, rem = p - p' pairs
+ * folded (reduce-scatter and allgather's recursive halving / doubling): virtual rank v's first
+ * block, and the real rank that stands for it.
+ */
+static inline int mpiar__fold_first_block(int v, int rem) {
+  return v < rem ? 2 * v : v + rem;
+}
+static inline int mpiar__fold_real_rank(int v, int rem) {
+  return v < rem ? 2 * v + 1 : v + rem;
+}
+
 #endif /* MPIAR_ALGORITHMS_UTIL_H */
