@@ -737,6 +737,23 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
     # -- data movement through mpi4py --
 
+    def _check_root_list(self, lists, like, root, which, fname):
+        """gather's outputs or scatter's inputs (``which``): at the root one list of a tensor per
+        rank, each of ``like``'s dtype and size; elsewhere none."""
+        other = "input" if which == "output" else "output"
+        if self._rank != root:
+            if lists and any(len(x) for x in lists):
+                raise ValueError(f"{fname}: only the root (rank {root}) passes {which} tensors")
+            return
+        tensors = self._one(lists, fname)
+        if len(tensors) != self._size:
+            raise ValueError(f"{fname}: {len(tensors)} {which} tensors for a group of "
+                             f"{self._size}")
+        for i, t in enumerate(tensors):
+            _check_tensor(t, f"{which} {i}", fname)
+            if t.dtype != like.dtype or t.numel() != like.numel():
+                raise ValueError(f"{fname}: {which} {i} does not match the {other}")
+
     def gather(self, output_tensors, input_tensors, opts=None):
         fname = "gather"
         state = {}
@@ -746,17 +763,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             _check_tensor(inp, "the input", fname)
             root = self._root(opts, fname)
             state["root"] = root
-            if self._rank == root:
-                outs = self._one(output_tensors, fname)
-                if len(outs) != self._size:
-                    raise ValueError(f"{fname}: {len(outs)} output tensors for a group of "
-                                     f"{self._size}")
-                for i, o in enumerate(outs):
-                    _check_tensor(o, f"output {i}", fname)
-                    if o.dtype != inp.dtype or o.numel() != inp.numel():
-                        raise ValueError(f"{fname}: output {i} does not match the input")
-            elif output_tensors and any(len(x) for x in output_tensors):
-                raise ValueError(f"{fname}: only the root (rank {root}) passes output tensors")
+            self._check_root_list(output_tensors, inp, root, "output", fname)
             return (_GATHER, _DTYPE_CODE[inp.dtype], 0, root, inp.numel(), 0)
 
         def body():
@@ -782,17 +789,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             _check_tensor(out, "the output", fname)
             root = self._root(opts, fname)
             state["root"] = root
-            if self._rank == root:
-                ins = self._one(input_tensors, fname)
-                if len(ins) != self._size:
-                    raise ValueError(f"{fname}: {len(ins)} input tensors for a group of "
-                                     f"{self._size}")
-                for i, t in enumerate(ins):
-                    _check_tensor(t, f"input {i}", fname)
-                    if t.dtype != out.dtype or t.numel() != out.numel():
-                        raise ValueError(f"{fname}: input {i} does not match the output")
-            elif input_tensors and any(len(x) for x in input_tensors):
-                raise ValueError(f"{fname}: only the root (rank {root}) passes input tensors")
+            self._check_root_list(input_tensors, out, root, "input", fname)
             return (_SCATTER, _DTYPE_CODE[out.dtype], 0, root, out.numel(), 0)
 
         def body():
