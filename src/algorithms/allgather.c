@@ -219,12 +219,6 @@ cleanup:
   return rc;
 }
 
-static mpiar__cost_params_t link_of(const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
-  mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
-  return l;
-}
-
 double mpiar__cost_ag_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                            const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
@@ -232,7 +226,7 @@ double mpiar__cost_ag_ring(int nranks, size_t bytes, size_t elem_size, size_t se
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks;
   return (p - 1) * (l.alpha + (double)bytes / p * l.beta);
 }
@@ -245,7 +239,7 @@ double mpiar__cost_ag_recursive_doubling(int nranks, size_t bytes, size_t elem_s
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const int pof2 = mpiar__pof2_floor(nranks);
   const double p = nranks, n = (double)bytes;
   double t = mpiar__log2i(pof2) * l.alpha + (p - 1) / p * n * l.beta;
@@ -262,7 +256,7 @@ double mpiar__cost_ag_bruck(int nranks, size_t bytes, size_t elem_size, size_t s
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   int stages = 0;
   for (int d = 1; d < nranks; d *= 2) {
     stages++;

@@ -122,14 +122,6 @@ cleanup:
   return rc;
 }
 
-/* The link the broadcast formulas use (they are not topology-aware): mpiar__cost_slow_link(). */
-static mpiar__cost_params_t bcast_link(const mpiar__cost_params_t *c,
-                                       const mpiar__topology_t *topo) {
-  mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
-  return l;
-}
-
 double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                                   const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
@@ -137,7 +129,7 @@ double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, si
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = bcast_link(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   return mpiar__log2i(ceil_pof2(nranks)) * (l.alpha + (double)bytes * l.beta);
 }
 
@@ -149,7 +141,7 @@ double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = bcast_link(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, n = (double)bytes;
   return mpiar__log2i(ceil_pof2(nranks)) * l.alpha + (p - 1) / p * n * l.beta +
          (p - 1) * (l.alpha + n / p * l.beta);

@@ -263,13 +263,6 @@ cleanup:
   return rc;
 }
 
-/* The link of the formulas (not topology-aware): mpiar__cost_slow_link(). */
-static mpiar__cost_params_t link_of(const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
-  mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
-  return l;
-}
-
 double mpiar__cost_rs_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                            const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
   (void)elem_size;
@@ -277,7 +270,7 @@ double mpiar__cost_rs_ring(int nranks, size_t bytes, size_t elem_size, size_t se
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
   return (p - 1) * (l.alpha + blk * (l.beta + l.gamma));
 }
@@ -290,7 +283,7 @@ double mpiar__cost_rs_recursive_halving(int nranks, size_t bytes, size_t elem_si
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const int pof2 = mpiar__pof2_floor(nranks);
   const double p = nranks, n = (double)bytes, pp = pof2;
   /* Over p' virtual ranks the halves are n (p'-1)/p' at most when the blocks spread evenly. */
@@ -308,7 +301,7 @@ double mpiar__cost_rs_direct(int nranks, size_t bytes, size_t elem_size, size_t 
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
   return (p - 1) * (l.alpha + blk * l.beta) + blk * l.gamma;
 }
@@ -320,7 +313,7 @@ double mpiar__cost_rs_repro_direct(int nranks, size_t bytes, size_t elem_size, s
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = link_of(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
   return (p - 1) * (l.alpha + blk * l.beta) + mpiar__log2i(nranks) * blk * l.gamma;
 }

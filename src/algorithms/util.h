@@ -63,6 +63,14 @@ int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_param
 void mpiar__cost_slow_link(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
                            mpiar__cost_params_t *link);
 
+/* mpiar__cost_slow_link() as a value: the link of the formulas that are not topology-aware. */
+static inline mpiar__cost_params_t mpiar__cost_link(const mpiar__cost_params_t *c,
+                                                    const mpiar__topology_t *topo) {
+  mpiar__cost_params_t l;
+  mpiar__cost_slow_link(topo, c, &l);
+  return l;
+}
+
 /* The partner rank of @p rank in one round of a pattern, or -1 when it sends nothing. */
 typedef int (*mpiar__peer_fn)(int rank, const void *arg);
 
