@@ -4,10 +4,10 @@
  *
  * A step becomes ready when its dependencies are complete. Ready communication steps are posted
  * at once (receives as early as the schedule allows); ready reductions run one per pass with a
- * poll of the transport (MPI: MPI_Testsome) between them, so a segmented schedule overlaps the
- * transfer of chunk k+1 with the reduction of chunk k. A pass over an engine advances every
- * request in progress on it, so outstanding operations progress together whichever one is
- * waited for.
+ * poll of the transport (one completion test over every message) between them, so a segmented
+ * schedule overlaps the transfer of chunk k+1 with the reduction of chunk k. A pass over an engine
+ * advances every request in progress on it, so outstanding operations progress together whichever
+ * one is waited for.
  *
  * Receives never truncate: a message shorter than the tag's size field can hold carries its exact
  * length in its tag, and its receive is posted with that tag, so a message of another length
