@@ -204,12 +204,8 @@ static int real_rank(int w, int rem) {
   return w < rem ? 2 * w + 1 : w + rem;
 }
 
-/*
- * The fold of non-powers of two. Sets *v to this rank's virtual rank and returns 1 when the rank
- * sits out (its schedule is complete); *last and *in_out describe OUTPUT for a rank that goes on.
- */
-static int fold(mpiar__schedule_t *s, int rem, int tag_post, int *v, long *last, int *in_out,
-                int *rc_out) {
+int mpiar__swing_fold(mpiar__schedule_t *s, int rem, int tag_post, int *v, long *last, int *in_out,
+                      int *rc_out) {
   const int r = s->rank;
   const size_t n = s->count;
   int rc = MPIAR_SUCCESS;
@@ -237,8 +233,8 @@ cleanup:
   return rc != MPIAR_SUCCESS;
 }
 
-/* Return the result to the folded even rank below. */
-static int unfold(mpiar__schedule_t *s, int rem, int tag_post, const long *deps, size_t ndeps) {
+int mpiar__swing_unfold(mpiar__schedule_t *s, int rem, int tag_post, const long *deps,
+                        size_t ndeps) {
   if (s->rank >= 2 * rem) {
     return MPIAR_SUCCESS;
   }
@@ -260,7 +256,7 @@ int mpiar__swing_build_full(mpiar__schedule_t *s, const mpiar__swing_pattern_t *
   const int tag_post = 1 + L;
   int v = 0, in_out = 0;
   long last = -1;
-  if (fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
+  if (mpiar__swing_fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
     return rc;
   }
   for (int j = 0; j < L; j++) {
@@ -283,7 +279,7 @@ int mpiar__swing_build_full(mpiar__schedule_t *s, const mpiar__swing_pattern_t *
   }
   MPIAR__CHECK(mpiar__sched_mark_final(s, last));
   const long deps[] = {last};
-  MPIAR__CHECK(unfold(s, rem, tag_post, deps, 1));
+  MPIAR__CHECK(mpiar__swing_unfold(s, rem, tag_post, deps, 1));
 cleanup:
   return rc;
 }
@@ -432,7 +428,7 @@ int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t 
   const int tag_post = 1 + 2 * L * nparts;
   int v = 0, in_out = 0;
   long last = -1;
-  if (fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
+  if (mpiar__swing_fold(s, rem, tag_post, &v, &last, &in_out, &rc)) {
     return rc;
   }
   long written[2 * MPIAR__SWING_MAX_DIMS * (MPIAR__SWING_MAX_STEPS + 1)];
@@ -443,7 +439,7 @@ int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t 
     }
     MPIAR__CHECK(build_part(s, &pats[j], &parts[j], v, rem, in_out, last, written, &nwritten));
   }
-  MPIAR__CHECK(unfold(s, rem, tag_post, written, (size_t)nwritten));
+  MPIAR__CHECK(mpiar__swing_unfold(s, rem, tag_post, written, (size_t)nwritten));
 cleanup:
   return rc;
 }

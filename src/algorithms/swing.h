@@ -53,6 +53,23 @@ int mpiar__swing_build_parts(mpiar__schedule_t *s, const mpiar__swing_pattern_t 
 /* Latency-optimal Swing over one pattern: full-vector exchanges, steps L-1 .. 0. */
 int mpiar__swing_build_full(mpiar__schedule_t *s, const mpiar__swing_pattern_t *pat);
 
+/*
+ * The fold of non-powers of two (rem = p - P, P the pattern's ranks): the first 2 rem ranks pair
+ * up, the even one sends its vector (tag 0) to the odd one above, which reduces it into OUTPUT
+ * (the even one's data in operand a; scratch n elements) and goes on as virtual rank r/2; ranks
+ * from 2 rem on are virtual rank r - rem. Sets *v, and returns 1 when the rank sits out (its
+ * schedule is complete: the result comes back with @p tag_post); *last (the fold's reduction) and
+ * *in_out (OUTPUT holds the rank's data) describe OUTPUT for a rank that goes on. *rc_out gets
+ * the error, if any.
+ */
+int mpiar__swing_fold(mpiar__schedule_t *s, int rem, int tag_post, int *v, long *last, int *in_out,
+                      int *rc_out);
+
+/* The fold's return: the odd rank of a folded pair sends OUTPUT (tag @p tag_post) to the even
+ * rank below after the steps @p deps (a no-op on the other ranks). */
+int mpiar__swing_unfold(mpiar__schedule_t *s, int rem, int tag_post, const long *deps,
+                        size_t ndeps);
+
 /* The one-level cost of the fold of non-powers of two (0 at powers of two). */
 double mpiar__swing_fold_cost(int nranks, double n, const mpiar__cost_params_t *c);
 
