@@ -135,6 +135,7 @@ static const char *const wait_words[] = {"auto", "spin", "yield", NULL};
 static const char *const kernel_words[] = {"auto", "reference", "avx2", "avx512", NULL};
 static const char *const progress_words[] = {"none", "thread", NULL};
 static const char *const topology_words[] = {"auto", "flat", NULL};
+static const char *const transport_words[] = {"auto", "mpi", NULL};
 
 static const setting_t table[] = {
     {"MPIAR_ALGORITHM", K_NAME, OFF(algorithm), 0, 0, NULL, 0,
@@ -157,6 +158,7 @@ static const setting_t table[] = {
      sizeof(((mpiar__settings_t *)0)->pmpi_stats), 0},
     {"MPIAR_TUNING_FILE", K_TEXT, OFF(tuning_file), 0, 0, NULL, 0,
      sizeof(((mpiar__settings_t *)0)->tuning_file), 0},
+    {"MPIAR_TRANSPORT", K_CHOICE, OFF(transport_mpi), 0, 0, transport_words, 0, 0, 0},
 };
 #define NSETTINGS (sizeof table / sizeof table[0])
 
@@ -165,7 +167,7 @@ const char *const mpiar__settings_names[] = {
     "MPIAR_KERNEL",    "MPIAR_NUM_THREADS",   "MPIAR_DEBUG",      "MPIAR_DEBUG_SCHEDULE",
     "MPIAR_CHECK",     "MPIAR_REPRODUCIBLE",  "MPIAR_PROGRESS",   "MPIAR_TOPOLOGY",
     "MPIAR_FUSION_BYTES", "MPIAR_PMPI",       "MPIAR_PMPI_STATS", "MPIAR_TUNING_FILE",
-    NULL};
+    "MPIAR_TRANSPORT", NULL};
 
 int mpiar__settings_number(const char *name) {
   for (int i = 0; name != NULL && mpiar__settings_names[i] != NULL; i++) {

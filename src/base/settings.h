@@ -43,6 +43,8 @@ typedef struct mpiar__settings {
   int reproducible;     /* MPIAR_REPRODUCIBLE */
   int progress_thread;  /* MPIAR_PROGRESS=thread */
   int topology_flat;    /* MPIAR_TOPOLOGY=flat */
+  int transport_mpi;    /* MPIAR_TRANSPORT=mpi: every message on MPI (auto: the node transport
+                         * where it was measured to win, engine/transport_node.h) */
   size_t fusion_bytes;  /* MPIAR_FUSION_BYTES (valid when fusion_set) */
   int fusion_set;
   int pmpi;               /* MPIAR_PMPI: 0 passes every MPI_Allreduce through */
