@@ -159,6 +159,7 @@ static const setting_t table[] = {
     {"MPIAR_TUNING_FILE", K_TEXT, OFF(tuning_file), 0, 0, NULL, 0,
      sizeof(((mpiar__settings_t *)0)->tuning_file), 0},
     {"MPIAR_TRANSPORT", K_CHOICE, OFF(transport_mpi), 0, 0, transport_words, 0, 0, 0},
+    {"MPIAR_KV_SHARED", K_BOOL, OFF(kv_shared), 0, 0, NULL, 0, 0, 0},
 };
 #define NSETTINGS (sizeof table / sizeof table[0])
 
@@ -167,7 +168,7 @@ const char *const mpiar__settings_names[] = {
     "MPIAR_KERNEL",    "MPIAR_NUM_THREADS",   "MPIAR_DEBUG",      "MPIAR_DEBUG_SCHEDULE",
     "MPIAR_CHECK",     "MPIAR_REPRODUCIBLE",  "MPIAR_PROGRESS",   "MPIAR_TOPOLOGY",
     "MPIAR_FUSION_BYTES", "MPIAR_PMPI",       "MPIAR_PMPI_STATS", "MPIAR_TUNING_FILE",
-    "MPIAR_TRANSPORT", NULL};
+    "MPIAR_TRANSPORT", "MPIAR_KV_SHARED", NULL};
 
 int mpiar__settings_number(const char *name) {
   for (int i = 0; name != NULL && mpiar__settings_names[i] != NULL; i++) {
@@ -183,6 +184,7 @@ static void set_defaults(mpiar__settings_t *s) {
   s->wait = MPIAR__WAIT_AUTO;
   s->kernel = -1;
   s->pmpi = 1;
+  s->kv_shared = 1;
 }
 
 static int malformed(const setting_t *t, const char *value, const char *what) {

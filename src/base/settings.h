@@ -47,6 +47,8 @@ typedef struct mpiar__settings {
                          * where it was measured to win, engine/transport_node.h) */
   size_t fusion_bytes;  /* MPIAR_FUSION_BYTES (valid when fusion_set) */
   int fusion_set;
+  int kv_shared;         /* MPIAR_KV_SHARED: the kvstore's fusion buffers in node-shared memory
+                          * where that gives the same bits (default 1; kvstore/shared.c) */
   int pmpi;               /* MPIAR_PMPI: 0 passes every MPI_Allreduce through */
   char pmpi_stats[1024];  /* MPIAR_PMPI_STATS: "" off, "1" stderr, else a path */
   char tuning_file[1024]; /* MPIAR_TUNING_FILE: "" = none */
