@@ -12,6 +12,13 @@ all_gather's input, the reduce_scatter's output times the number of ranks (its i
 program does instead: all_gather into views of the output tensor, and all_reduce of the input
 into a copy, then this rank's block. ``--ddp`` also times DDP training steps of
 examples/python/ddp_train.py's CNN (``--width``), alternating the two backends step by step.
+
+The all_reduce table also gives the floor of any backend written in Python: ``dist.all_reduce``
+on a group of the "noop" backend registered here (a Python ProcessGroup of the same shape as
+mpiar's, whose allreduce returns a completed Work and moves no data), which is what torch's own
+dispatch costs; and ``mpiar.allreduce`` called on the tensor directly (the library's call from
+Python, with the default argument check). "over floor" is mpiar's time less the no-op's: what
+the backend itself costs per call.
 """
 
 import argparse
@@ -24,9 +31,41 @@ import torch
 import torch.distributed as dist
 from mpi4py import MPI
 
+import mpiar
 import mpiar.torch  # noqa: F401  (registers the backend)
 
 SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
+
+
+class NoopWork(dist.Work):
+    """A completed work: what a Python backend returns at the least."""
+
+    def __init__(self, result):
+        super().__init__()
+        self._result = result
+
+    def wait(self, timeout=None):
+        return True
+
+    def is_completed(self):
+        return True
+
+    def result(self):
+        return self._result
+
+
+class NoopGroup(dist.ProcessGroup):
+    """The floor: a Python process group whose allreduce does nothing."""
+
+    def allreduce(self, tensors, opts=None):
+        return NoopWork(tensors)
+
+    def getBackendName(self):
+        return "noop"
+
+
+dist.Backend.register_backend("noop", lambda opts, pg_options=None: NoopGroup(
+    opts.group_rank, opts.group_size), extended_api=True)
 
 
 def human(n):
@@ -44,11 +83,15 @@ def gloo_reduce_scatter(out, inp, group):
     out.copy_(tmp[r * n:(r + 1) * n])
 
 
-def calls(kind, nbytes, size):
+def calls(kind, nbytes, size, comm=None):
+    """The mpiar call and gloo's for one size; for all_reduce also the floor's two (the no-op
+    backend's and mpiar.allreduce directly)."""
     n = max(1, nbytes // 4)
     if kind == "all_reduce":
         t = torch.ones(n)
-        return lambda g: dist.all_reduce(t, group=g), lambda g: dist.all_reduce(t, group=g)
+        return (lambda g: dist.all_reduce(t, group=g), lambda g: dist.all_reduce(t, group=g),
+                lambda g: dist.all_reduce(t, group=g),
+                lambda g: mpiar.allreduce(t, out=t, comm=comm))
     if kind == "all_gather":
         x = torch.ones(n)
         out = torch.empty(n * size)
@@ -62,6 +105,10 @@ def calls(kind, nbytes, size):
             lambda g: gloo_reduce_scatter(out, inp, g))
 
 
+def median_us(times):
+    return statistics.median(times) * 1e6
+
+
 def time_block(fn, group, iters, comm):
     comm.Barrier()
     t0 = time.perf_counter()
@@ -70,23 +117,24 @@ def time_block(fn, group, iters, comm):
     return (time.perf_counter() - t0) / iters
 
 
-def bench(kind, sizes, reps, block_ms, gloo, comm):
+def bench(kind, sizes, reps, block_ms, groups, comm):
+    """Per size: the median time per call (us) of each call of calls(), in its order."""
     rows = []
     size = comm.Get_size()
     for nbytes in sizes:
-        f_mp, f_gl = calls(kind, nbytes, size)
-        # Calibrate the block length on the slower (gloo) call, agreed across ranks.
-        f_mp(None)
-        f_gl(gloo)
-        one = time_block(f_gl, gloo, 1, comm)
+        fns = calls(kind, nbytes, size, groups[3])
+        for f, g in zip(fns, groups):
+            f(g)
+        # Calibrate the block length on the slower (gloo) call, agreed across ranks; the floor's
+        # calls run as many times (they are faster still).
+        one = time_block(fns[1], groups[1], 1, comm)
         iters = comm.allreduce(max(1, min(2000, int(block_ms / 1e3 / max(one, 1e-7)))),
                                op=MPI.MAX)
-        mp, gl = [], []
+        times = [[] for _ in fns]
         for _ in range(reps):
-            mp.append(time_block(f_mp, None, iters, comm))
-            gl.append(time_block(f_gl, gloo, iters, comm))
-        m, g = statistics.median(mp), statistics.median(gl)
-        rows.append((nbytes, m, g))
+            for f, g, t in zip(fns, groups, times):
+                t.append(time_block(f, g, iters, comm))
+        rows.append((nbytes, [median_us(t) for t in times]))
     return rows
 
 
@@ -138,20 +186,32 @@ def main():
     options = None if args.inline_bytes is None else {"inline_bytes": args.inline_bytes}
     dist.init_process_group("mpiar", pg_options=options)
     gloo = dist.new_group(backend="gloo")
+    noop = dist.new_group(backend="noop")
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     sizes = [s for s in SIZES if s <= args.max_bytes]
     if rank == 0:
         print(f"# {comm.Get_size()} ranks, torch {torch.__version__}, medians of {args.reps} "
               f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}")
+    # The mpiar backend's group is the default one (None); the direct call's is its communicator.
+    groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm)
     for kind in args.collectives.split(","):
-        rows = bench(kind, sizes, args.reps, args.block_ms, gloo, comm)
-        if rank == 0:
+        rows = bench(kind, sizes, args.reps, args.block_ms, groups, comm)
+        if rank != 0:
+            continue
+        if kind == "all_reduce":
+            print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar | floor (no-op backend), us "
+                  "| mpiar over floor, us | `mpiar.allreduce`, us | floor + `mpiar.allreduce`, "
+                  "us |")
+            print("|---|---|---|---|---|---|---|---|")
+            for nbytes, (m, g, f, d) in rows:
+                print(f"| {human(nbytes)} | {m:.1f} | {g:.1f} | {g / m:.2f} | {f:.2f} | "
+                      f"{m - f:.1f} | {d:.1f} | {f + d:.1f} |", flush=True)
+        else:
             print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar |")
             print("|---|---|---|---|")
-            for nbytes, m, g in rows:
-                print(f"| {human(nbytes)} | {m * 1e6:.1f} | {g * 1e6:.1f} | {g / m:.2f} |",
-                      flush=True)
+            for nbytes, (m, g) in rows:
+                print(f"| {human(nbytes)} | {m:.1f} | {g:.1f} | {g / m:.2f} |", flush=True)
     if args.ddp:
         nparams, med = bench_ddp(args.ddp_steps, args.width, gloo, comm)
         if rank == 0:

@@ -7,17 +7,23 @@ scatter and all_to_all run on the same ranks through mpi4py.
 
 Execution. Every collective of a group runs on the group's executor, in the order the program
 calls them, which is the same on every rank. A call made while the executor is idle, on at most
-``inline_bytes`` of data, runs at once in the calling thread; any other call is queued for the
-group's worker thread, so that ``async_op=True`` (and DDP's bucket allreduces) return at once and
-communicate while the caller computes. ``Work.wait()`` on a call still queued runs the queue up to
-it in the waiting thread instead of waking the worker. The C calls release the GIL.
+``inline_bytes`` of data, runs at once in the calling thread and returns a completed work; any
+other call is queued for the group's worker thread, so that ``async_op=True`` (and DDP's bucket
+allreduces) return at once and communicate while the caller computes. The worker waits for a
+reduction by testing it and yielding the core between tests (``os.sched_yield``), so that on a busy node it leaves the core to the caller's computation.
+``Work.wait()`` on a call still queued runs the queue up to it in the waiting thread instead of
+waking the worker. The C calls release the GIL.
 
 Checks. Before any data moves, every rank checks its arguments locally (device, layout,
-contiguity, dtype, operation) and the ranks then agree, with one allreduce of a few int64 values,
-that they all passed and called the same collective with the same dtype, operation, root, element
-count and shapes. A rank whose arguments are wrong raises its own exception naming the problem
-and sends none of its data; every other rank raises ``mpiar.MismatchError`` naming it, and so does
-every rank when the calls differ between ranks. ``check=False`` on the group skips the agreement.
+contiguity, dtype, operation), and the ranks then agree that they all passed and called the same
+collective with the same dtype, operation, root, element count and shapes. all_reduce, broadcast,
+reduce, _allgather_base and _reduce_scatter_base leave the agreement to the data call itself
+(mpiar's own, ``check=True`` of ``mpiar.allreduce`` and friends: one allreduce of 128 bytes in C
+before the data moves); the other collectives agree on their fields (``_agree``), through the same
+C agreement, before their data call. A rank whose arguments are wrong raises its own exception
+naming the problem and sends none of its data, after joining the agreement as a rank that failed
+(``_join_failed``); every other rank raises ``mpiar.MismatchError`` naming it, and so does every
+rank when the calls differ between ranks. ``check=False`` on the group skips the agreement.
 
 The two block collectives are one function each, ``allgather_into`` and ``reduce_scatter_into``
 below (mpiar's allgather and reduce-scatter): every all_gather and reduce_scatter of the backend
@@ -26,6 +32,7 @@ goes through them.
 
 import collections
 import datetime
+import os
 import socket
 import threading
 
@@ -68,6 +75,8 @@ _KIND_NAME = {_ALLREDUCE: "allreduce", _BROADCAST: "broadcast", _ALLGATHER: "all
               _GATHER: "gather", _SCATTER: "scatter", _ALLTOALL: "alltoall",
               _COALESCED: "allreduce_coalesced"}
 _FIELDS = ("collective", "dtype", "op", "root", "element count", "shapes or split sizes")
+_MASK = (1 << 64) - 1
+_yield = getattr(os, "sched_yield", lambda: None)
 
 
 def _fingerprint(values):
@@ -139,24 +148,25 @@ def _writable(t):
 
 # ---- the block collectives ------------------------------------------------------------------
 
-def allgather_into(comm, out, inp, algorithm=None):
+def allgather_into(comm, out, inp, algorithm=None, check=False):
     """Every rank's ``inp`` (flat, contiguous) into ``out`` (size * inp.numel() elements of the
     same dtype), rank i's block at offset i * inp.numel(): mpiar's allgather of the bytes (so
-    every dtype travels, bool and complex included). ``algorithm`` names an allreduce (the
-    group's option), not an allgather: the allgather chooses its own."""
+    every dtype travels, bool and complex included), with mpiar's argument agreement if
+    ``check``. ``algorithm`` names an allreduce (the group's option), not an allgather: the
+    allgather chooses its own."""
     del algorithm
-    mpiar.allgather(_bytes(inp), out=_bytes(_writable(out)), comm=comm, check=False)
+    mpiar.allgather(_bytes(inp), out=_bytes(_writable(out)), comm=comm, check=check)
 
 
-def reduce_scatter_into(comm, out, inp, op, algorithm=None):
+def reduce_scatter_into(comm, out, inp, op, algorithm=None, check=False):
     """Block ``rank`` of the reduction over all ranks of ``inp`` (flat, contiguous, size *
     out.numel() elements) into ``out``, with the mpiar operation ``op``; ``inp`` is not modified:
     mpiar's reduce-scatter (reproducible mode, where set, reduces each block in the canonical
-    order). ``algorithm`` names an allreduce (the group's option): the reduce-scatter chooses
-    its own."""
+    order), with mpiar's argument agreement if ``check``. ``algorithm`` names an allreduce (the
+    group's option): the reduce-scatter chooses its own."""
     del algorithm
     mpiar.reduce_scatter_block(inp.detach().reshape(-1), op=op,
-                               out=_writable(out).reshape(-1), comm=comm, check=False)
+                               out=_writable(out).reshape(-1), comm=comm, check=check)
 
 
 # ---- works ----------------------------------------------------------------------------------
@@ -168,15 +178,15 @@ class Work(dist.Work):
     ``torch.futures.Future`` completed with the call's output tensors (with an error when the
     call failed)."""
 
-    def __init__(self, executor, result, keep):
+    _event = None
+    _fut = None
+
+    def __init__(self, executor, result, keep, done=False, exc=None):
         super().__init__()
         self._executor = executor
         self._result = result
-        self._exc = None
-        self._done = False
-        self._event = None
-        self._fut = None
-        self._src = -1
+        self._exc = exc
+        self._done = done
         self._keep = keep
         if keep is not None:
             keep[id(self)] = self
@@ -219,7 +229,7 @@ class Work(dist.Work):
         return self._exc
 
     def source_rank(self):
-        return self._src
+        return -1
 
     _source_rank = source_rank
 
@@ -230,6 +240,7 @@ class Work(dist.Work):
         pass
 
     def get_future(self):
+        """The future is made when asked for (a blocking call never makes one)."""
         self._release()
         ex = self._executor
         base = None
@@ -268,6 +279,34 @@ class _Executor:
         self._thread = None
         self._name = name
         self._closed = False
+
+    def begin(self):
+        """Take the executor for a call in the calling thread if it is idle (True; end() gives
+        it back); False when calls are queued or running (the caller queues its call instead)."""
+        with self._lock:
+            if self._busy or self._queue or self._closed:
+                return False
+            self._busy = True
+            return True
+
+    def end(self):
+        with self._lock:
+            self._busy = False
+            if self._queue:
+                self._cv.notify_all()
+
+    def run_inline(self, fn):
+        """Run ``fn`` in the calling thread if the executor is idle: (True, its exception or None);
+        (False, None) when calls are queued or running (the caller queues it instead)."""
+        if not self.begin():
+            return False, None
+        try:
+            fn()
+            exc = None
+        except BaseException as e:  # noqa: BLE001 - handed to wait() and the future
+            exc = e
+        self.end()
+        return True, exc
 
     def submit(self, work, fn, inline):
         with self._lock:
@@ -344,6 +383,7 @@ class _Executor:
                 ev.wait()
 
     def _loop(self):
+        _worker.active = True
         while True:
             with self._lock:
                 while (not self._queue or self._busy) and not (self._closed and not self._queue):
@@ -364,6 +404,22 @@ class _Executor:
             t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join()
+
+
+_worker = threading.local()
+
+
+def _allreduce_inplace(t, op, kw):
+    """mpiar's allreduce of ``t`` in place. On a group's worker thread it starts the reduction
+    and tests it, yielding the core between tests, instead of spinning in a blocking wait: the
+    worker runs while the caller computes (DDP's backward pass), and on a node whose cores are
+    all busy a spinning wait takes them from that computation."""
+    if getattr(_worker, "active", False):
+        req = mpiar.iallreduce(t, op=op, out=t, **kw)
+        while not req.test():
+            _yield()
+    else:
+        mpiar.allreduce(t, op=op, out=t, **kw)
 
 
 def _exec(fn):
@@ -399,7 +455,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         self.algorithm = algorithm
         self._ex = _Executor(f"mpiar process group (rank {self._rank} of {self._size})")
         self._keep = {}
-        self._agree_buf = np.zeros(2 * (len(_FIELDS) + 1), dtype=np.int64)
+        self._agree_buf = np.zeros(2 * len(_FIELDS), dtype=np.uint64)
+        self._plans = {}
+        self._kw_key = self._kw_cache = None
         _LIVE.add(self)
 
     def getBackendName(self):
@@ -413,69 +471,109 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
     # -- machinery --
 
-    def _agree(self, fname, fields, failed):
-        """The argument agreement (see the module's documentation)."""
+    def _join_failed(self):
+        """This rank's arguments failed their local checks: take part in the agreement that the
+        other ranks are in (mpiar's, at the start of their data call or of ``_agree``) as a rank
+        that failed, so that they raise MismatchError naming it; no data moves. An argument that
+        mpiar's own checks reject (None) makes mpiar's call do just that."""
+        if self.check:
+            try:
+                mpiar.allreduce(None, comm=self.comm, timeout_ms=self.timeout_ms)
+            except Exception:  # noqa: BLE001 - the local exception is the one raised
+                pass
+
+    def _agree(self, fname, fields):
+        """The argument agreement of the collectives whose data call has no agreement of its own
+        (see the module's documentation): mpiar's allreduce (max) of each field and its
+        complement, after mpiar's own agreement on that call, which every call of the group
+        begins with, so that any two calls made in the same place on different ranks meet there.
+        The buffer is uint64, which no torch tensor is, so it never agrees with a data call."""
         buf = self._agree_buf
-        n = len(_FIELDS) + 1
-        if failed:
-            buf[:] = 0
-            buf[0] = self._rank + 1
-        else:
-            buf[0] = 0
-            buf[n] = 0
-            for i, v in enumerate(fields):
-                buf[1 + i] = v
-                buf[n + 1 + i] = -v
-        mpiar.allreduce(buf, op="max", out=buf, comm=self.comm, check=False,
-                        timeout_ms=self.timeout_ms)
-        if failed:
-            return
-        if buf[0] != 0:
-            raise mpiar.MismatchError(f"{fname}: rank {int(buf[0]) - 1} failed its argument "
-                                      "checks (see the exception on that rank); no data moved")
-        for i in range(1, n):
-            if buf[i] != -buf[n + i]:
-                lo, hi = int(-buf[n + i]), int(buf[i])
-                what = _FIELDS[i - 1]
+        n = len(_FIELDS)
+        for i, v in enumerate(fields):
+            buf[i] = v
+            buf[n + i] = ~v & _MASK
+        mpiar.allreduce(buf, op="max", out=buf, comm=self.comm, timeout_ms=self.timeout_ms)
+        for i in range(n):
+            lo, hi = ~int(buf[n + i]) & _MASK, int(buf[i])
+            if lo != hi:
+                what = _FIELDS[i]
                 detail = ""
-                if i == 1:
+                if i == 0:
                     detail = f" ({_KIND_NAME.get(lo)} and {_KIND_NAME.get(hi)} among them)"
-                elif i in (4, 5):
+                elif i in (3, 4):
                     detail = f" ({lo} and {hi} among them)"
                 raise mpiar.MismatchError(f"{fname}: the {what} differs between ranks{detail}; "
                                           "no data moved")
 
-    def _call(self, fname, result, prepare, body, nbytes, inline=None):
+    def _call(self, fname, result, prepare, body, nbytes, agree=True):
         """One call: local checks (``prepare`` returns the agreement's fields, or raises), then
-        the agreement and ``body`` on the executor. A local failure still takes part in the
-        agreement, so that the other ranks raise MismatchError instead of waiting, and raises
-        here."""
-        try:
-            fields = prepare()
-        except Exception:
-            if self.check:
-                w = Work(self._ex, result, None)
-                self._ex.submit(w, lambda: self._agree(fname, None, True), True)
-                w.wait()
-            raise
-        check = self.check
+        on the executor the agreement (``agree``: for a ``body`` whose data call has none of its
+        own) and ``body``. A local failure still takes part in the agreement, so that the other
+        ranks raise MismatchError instead of waiting, and raises here."""
+        fields = self._checked(prepare)
+        if agree and self.check:
+            def run():
+                self._agree(fname, fields)
+                body()
+        else:
+            run = body
+        return self._submit(result, run, nbytes)
 
-        def run():
-            if check:
-                self._agree(fname, fields, False)
-            body()
-
-        w = Work(self._ex, result, self._keep)
-        if inline is None:
-            inline = nbytes <= self.inline_bytes
-        self._ex.submit(w, run, inline)
+    def _submit(self, result, fn, nbytes):
+        """Run ``fn`` on the executor: at once in this thread (a completed work) when the
+        executor is idle and ``nbytes`` at most ``inline_bytes``, else queued."""
+        ex = self._ex
+        if nbytes <= self.inline_bytes:
+            ran, exc = ex.run_inline(fn)
+            if ran:
+                return Work(ex, result, self._keep, True, exc)
+        w = Work(ex, result, self._keep)
+        ex.submit(w, fn, False)
         return w
 
-    def _mpiar_kw(self, reduce=True):
-        kw = {"comm": self.comm, "check": False, "timeout_ms": self.timeout_ms}
+    def _checked(self, prepare):
+        """``prepare()``'s value; when it raises, this rank joins the agreement as a rank that
+        failed (``_join_failed``), and the exception propagates."""
+        try:
+            return prepare()
+        except Exception:
+            self._join_failed()
+            raise
+
+    def _reduce_plan(self, t, op, fname):
+        """(the mpiar operation, the element size) of a reduction of tensor ``t`` with torch's
+        ``op``, after the local checks of ``t``; cached per (dtype, op), so that a repeated call
+        checks only the tensor's device, layout and contiguity."""
+        if not isinstance(t, torch.Tensor) or not (t.is_cpu and t.layout == torch.strided
+                                                   and t.is_contiguous()):
+            _check_tensor(t, "the tensor", fname, reduce_dtype=True)
+        # hash(op) is the operation's number (torch's ReduceOp compares slowly, in Python's
+        # terms: a key holding the ReduceOp itself costs more than the rest of the call).
+        key = (t.dtype, hash(op))
+        plan = self._plans.get(key)
+        if plan is None:
+            _check_tensor(t, "the tensor", fname, reduce_dtype=True)
+            plan = self._plans[key] = (_op_name(op, t.dtype, fname), t.element_size())
+        return plan
+
+    def _mpiar_kw(self, reduce=True, check=False):
+        """The keywords of a data call: the group's deadline and algorithm (reductions), and
+        mpiar's own argument agreement where ``check`` and the group's check are on."""
+        kw = {"comm": self.comm, "check": check and self.check, "timeout_ms": self.timeout_ms}
         if reduce and self.algorithm is not None:
             kw["algorithm"] = self.algorithm
         return kw
+
+    @property
+    def _kw(self):
+        """_mpiar_kw() of a reduction, made again only when check, timeout_ms or algorithm
+        changed."""
+        key = (self.check, self.timeout_ms, self.algorithm)
+        if self._kw_key != key:
+            self._kw_cache = self._mpiar_kw(check=True)
+            self._kw_key = key
+        return self._kw_cache
 
     def _root(self, opts, fname):
         root = opts.rootRank
@@ -495,25 +593,33 @@ class ProcessGroupMpiar(dist.ProcessGroup):
     # -- reductions on mpiar --
 
     def allreduce(self, tensors, opts=None):
-        fname = "allreduce"
         op = opts.reduceOp if opts is not None else _R.SUM
-        state = {}
-
-        def prepare():
-            t = self._one(tensors, fname)
-            _check_tensor(t, "the tensor", fname, reduce_dtype=True)
-            name = _op_name(op, t.dtype, fname)
-            state["t"] = _writable(t)
-            state["op"] = name
-            return (_ALLREDUCE, _DTYPE_CODE[t.dtype], _OP_CODE[_OPS[op]], 0, t.numel(), 0)
+        try:
+            t = tensors[0] if len(tensors) == 1 else self._one(tensors, "allreduce")
+            name, esize = self._reduce_plan(t, op, "allreduce")
+        except Exception:
+            self._join_failed()
+            raise
+        if t.requires_grad:
+            t = t.detach()
+        kw = self._kw
+        ex = self._ex
+        if t.numel() * esize <= self.inline_bytes and ex.begin():
+            # The common small call, written out: no closure, one C call, a completed work.
+            try:
+                mpiar.allreduce(t, op=name, out=t, **kw)
+                exc = None
+            except BaseException as e:  # noqa: BLE001 - handed to wait() and the future
+                exc = e
+            ex.end()
+            return Work(ex, tensors, self._keep, True, exc)
 
         def body():
-            t = state["t"]
-            mpiar.allreduce(t, op=state["op"], out=t, **self._mpiar_kw())
+            _allreduce_inplace(t, name, kw)
 
-        t0 = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], torch.Tensor) else None
-        nbytes = t0.numel() * t0.element_size() if t0 is not None else 0
-        return self._call(fname, tensors, prepare, body, nbytes)
+        w = Work(ex, tensors, self._keep)
+        ex.submit(w, body, False)
+        return w
 
     def allreduce_coalesced(self, tensors, opts=None):
         fname = "allreduce_coalesced"
@@ -584,10 +690,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         def body():
             t = tensors[0]
             b = _bytes(t) if t.dtype not in _RED_DTYPES else _writable(t)
-            if b.numel():
-                mpiar.bcast(b, root=state["root"], **self._mpiar_kw(False))
+            mpiar.bcast(b, root=state["root"], **self._mpiar_kw(False, True))
 
-        return self._call(fname, tensors, prepare, body, _nbytes(tensors))
+        return self._call(fname, tensors, prepare, body, _nbytes(tensors), agree=False)
 
     def barrier(self, opts=None):
         fname = "barrier"
@@ -596,10 +701,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             return (_BARRIER, 0, 0, 0, 0, 0)
 
         def body():
-            if not self.check:
-                self._agree(fname, (_BARRIER, 0, 0, 0, 0, 0), False)
+            self._agree(fname, (_BARRIER, 0, 0, 0, 0, 0))
 
-        return self._call(fname, [], prepare, body, 0, inline=True)
+        return self._call(fname, [], prepare, body, 0, agree=False)
 
     # -- all_gather and reduce_scatter --
 
@@ -619,9 +723,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
         def body():
             allgather_into(self.comm, output.detach().reshape(-1), input.detach().reshape(-1),
-                           self.algorithm)
+                           self.algorithm, self.check)
 
-        return self._call(fname, [output], prepare, body, _nbytes([output]))
+        return self._call(fname, [output], prepare, body, _nbytes([output]), agree=False)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         fname = "allgather"
@@ -703,9 +807,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
         def body():
             reduce_scatter_into(self.comm, output, input.detach().reshape(-1), state["op"],
-                                self.algorithm)
+                                self.algorithm, self.check)
 
-        return self._call(fname, [output], prepare, body, _nbytes([input]))
+        return self._call(fname, [output], prepare, body, _nbytes([input]), agree=False)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         fname = "reduce_scatter"

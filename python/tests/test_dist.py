@@ -332,6 +332,28 @@ def test_errors_across_ranks(groups):
     assert w.is_completed() and not w.is_success()
     with pytest.raises(RuntimeError, match="MismatchError"):
         dist.all_reduce(torch.ones(70000 + r), async_op=True).get_future().wait()
+    # A small call on an idle group runs at once: its work is complete when returned, with the
+    # error, and its future (made only when asked for) carries it.
+    w = dist.all_reduce(torch.ones(3 + r), async_op=True)
+    assert w.is_completed() and not w.is_success()
+    assert isinstance(w.exception(), mpiar.MismatchError)
+    with pytest.raises(RuntimeError, match="MismatchError"):
+        w.get_future().wait()
+    with pytest.raises(mpiar.MismatchError, match="element count differs"):
+        w.wait()
+    # Different collectives on different ranks meet in the agreement, whichever form each takes
+    # (the data call's own agreement, or _agree's before an mpi4py call), and fail everywhere.
+    mixes = [(lambda: dist.all_reduce(torch.ones(14, dtype=torch.int64), op=R.MAX),
+              lambda: dist.barrier()),
+             (lambda: dist.all_reduce(torch.ones(4)), lambda: dist.broadcast(torch.ones(4), 0)),
+             (lambda: dist.broadcast(torch.ones(4), 0),
+              lambda: dist.gather(torch.ones(4), [torch.ones(4)] * size if r == 0 else None,
+                                  dst=0)),
+             (lambda: dist.all_gather_into_tensor(torch.ones(4 * size), torch.ones(4)),
+              lambda: dist.all_reduce_coalesced([torch.ones(4)]))]
+    for first, second in mixes:
+        with pytest.raises(mpiar.MismatchError):
+            (first if r == 0 else second)()
     t = torch.ones(2)
     dist.all_reduce(t)
     assert t.tolist() == [float(size)] * 2
