@@ -1,7 +1,9 @@
 /*
  * mpiar-bench: every allreduce algorithm of the registry, `auto` and the MPI library's own
  * MPI_Allreduce, run side by side over a sweep of message sizes, with the point-to-point
- * exchange bandwidth of each size as the limit they are measured against.
+ * exchange bandwidth of each size as the limit they are measured against, and the memory floor
+ * (what an allreduce must read and write on a node, over the node's memory bandwidth measured in
+ * the same run). With -m shared the mpiar columns run on mpiar_alloc buffers (the zero-copy path).
  *
  * The program is split in three: options.c parses the command line (no MPI, so that bad
  * arguments are rejected identically on every rank before MPI starts; perf/common/tool.h), report.c
@@ -23,6 +25,10 @@
 
 /* A name with this suffix runs in reproducible mode ("ring/repro", "auto/repro"). */
 #define BENCH_REPRO_SUFFIX "/repro"
+
+/* A name with this suffix runs on node-shared buffers from mpiar_alloc ("auto/shared"): the
+ * zero-copy path (docs/shm.md), whatever the algorithm named. */
+#define BENCH_SHARED_SUFFIX "/shared"
 
 /* Names that are not registry entries. */
 #define BENCH_ALG_AUTO "auto"
@@ -68,14 +74,19 @@ typedef struct bench_opts {
   const char *alg_base[BENCH_MAX_ALGS]; /* the registry name ("ring"), or auto / mpi */
   size_t alg_segment[BENCH_MAX_ALGS];   /* the segment of a "NAME/seg=SIZE" column, else 0 */
   int alg_repro[BENCH_MAX_ALGS];        /* 1: a "NAME/repro" column (reproducible mode) */
-  int validate;                         /* -c */
-  int inplace;                          /* --in-place */
-  int quiet;                            /* -q: no progress line */
-  const char *csv_path;                 /* --csv */
-  const char *json_path;                /* --json */
-  int mpi_dropped; /* `mpi` left out of the default list: MPI has no such datatype */
-  int reproducible;     /* --reproducible: each mpiar entry also in reproducible mode */
-  size_t segs[8];       /* the segments of the default list's segment columns */
+  int alg_shared[BENCH_MAX_ALGS];       /* 1: a "NAME/shared" column (mpiar_alloc buffers) */
+  int shared_mode;  /* -m shared: every mpiar column on mpiar_alloc buffers (bench_shared_list) */
+  size_t sizes[32]; /* --sizes: the sweep's sizes instead of -b, -e, -f */
+  int nsizes;
+  size_t floor_buffer;   /* --floor-buffer: bytes per rank of the bandwidth pass; 0: default */
+  int validate;          /* -c */
+  int inplace;           /* --in-place */
+  int quiet;             /* -q: no progress line */
+  const char *csv_path;  /* --csv */
+  const char *json_path; /* --json */
+  int mpi_dropped;       /* `mpi` left out of the default list: MPI has no such datatype */
+  int reproducible;      /* --reproducible: each mpiar entry also in reproducible mode */
+  size_t segs[8];        /* the segments of the default list's segment columns */
   int nsegs;
   const char *collective;      /* --collective: "allreduce" (NULL), "reduce_scatter", "allgather" */
   const char *collective_algs; /* -a of another collective: its names as given */
@@ -102,6 +113,13 @@ int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t 
  * @return the exit code.
  */
 int bench_collective_run(const bench_opts_t *o, MPI_Comm comm, int rank, int p);
+
+/*
+ * -m shared: every mpiar column of o->algs becomes its "/shared" form, and where the list has
+ * `auto` a plain `auto` (mpiar's MPI path, on ordinary buffers) stays beside it, before `mpi`.
+ * @return 0, or -1 with a message in @p err.
+ */
+int bench_shared_list(bench_opts_t *o, char *err, size_t errlen);
 
 /* @return 1 if MPI has a predefined datatype for @p dtype (so `mpi` can run it), else 0. */
 int bench_mpi_has_dtype(mpiar_dtype_t dtype);
@@ -173,7 +191,9 @@ typedef struct bench_row {
   const char *auto_source; /* where that choice came from ("tuning table", "model ...") */
   int best_alg;            /* the fastest column that is neither auto nor mpi, or -1 */
   int best_candidate[BENCH_MAX_ALGS]; /* 1: a distinct schedule that counts for the best */
-  double best_time;        /* its median, seconds */
+  double best_time;                   /* its median, seconds */
+  double floor_bytes; /* what an allreduce of this size must read and write on a node (report.c) */
+  double floor_time;  /* floor_bytes / the node's memory bandwidth, seconds */
   bench_stat_t alg[BENCH_MAX_ALGS];
 } bench_row_t;
 
@@ -189,16 +209,33 @@ typedef struct bench_run {
   char date[64]; /* UTC, ISO 8601 */
   int nrows;
   bench_row_t *rows;
+  int shared_index; /* index of `auto/shared`, or -1 */
+  /* The memory floor (main.c, measure_memory): the node's bandwidth with every rank streaming
+   * through its own buffer at once, bytes read plus written per second, before the sweep (the
+   * median of node_passes, and their range) and after it (the median of node_passes_end). */
+  int ranks_per_node; /* the most ranks on one node */
+  size_t node_buffer; /* bytes per rank of the bandwidth pass */
+  int node_passes, node_passes_end;
+  double node_bw, node_bw_min, node_bw_max, node_bw_end; /* bytes per second */
 } bench_run_t;
+
+/*
+ * The bytes an allreduce of @p bytes per rank must read and write on a node with @p local ranks
+ * (docs/performance.md, "The memory floor"): every rank's input read once and every rank's
+ * output written once, 2 * local * bytes; in place on one rank of one communicator nothing.
+ */
+double bench_floor_bytes(size_t bytes, int local, int nranks, int in_place);
 
 /* Derived figures of one algorithm at one row; NaN where undefined (e.g. no `mpi` column). */
 typedef struct bench_figures {
-  double algbw;     /* bytes / median time, GB/s (1e9 bytes per second) */
-  double busbw;     /* algbw * 2(p-1)/p, GB/s */
-  double limit_bw;  /* limit_bytes / limit time, GB/s */
-  double pct_limit; /* busbw / limit_bw * 100 */
-  double speedup;   /* median time of `mpi` / median time of this algorithm: > 1 is faster */
-  double regret;    /* median time / the best column's - 1: what choosing this column costs */
+  double algbw;       /* bytes / median time, GB/s (1e9 bytes per second) */
+  double busbw;       /* algbw * 2(p-1)/p, GB/s */
+  double limit_bw;    /* limit_bytes / limit time, GB/s */
+  double pct_limit;   /* busbw / limit_bw * 100 */
+  double speedup;     /* median time of `mpi` / median time of this algorithm: > 1 is faster */
+  double regret;      /* median time / the best column's - 1: what choosing this column costs */
+  double floor_busbw; /* the busbw of a call that took the floor's time, GB/s */
+  double pct_floor;   /* the floor's time / median time * 100 */
 } bench_figures_t;
 
 void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f);

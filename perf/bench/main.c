@@ -338,13 +338,22 @@ static void progress_clear(progress_t *pg) {
 
 /* ---- Main ------------------------------------------------------------------------------- */
 
-/* The sweep's sizes in bytes, rounded to whole elements, without repeats. */
+/* The sweep's sizes in bytes (--sizes, or -b, -e, -f), rounded to whole elements, without
+ * repeats. */
 static int make_sizes(const bench_opts_t *o, size_t esize, size_t **out) {
   *out = malloc(128 * sizeof **out);
   if (*out == NULL) {
     return -1;
   }
-  return tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, esize, *out, 128);
+  if (o->nsizes == 0) {
+    return tool_size_sweep(o->min_bytes, o->max_bytes, o->factor, esize, *out, 128);
+  }
+  int n = 0;
+  for (int i = 0; i < o->nsizes; i++) {
+    int k = tool_size_sweep(o->sizes[i], o->sizes[i], 2, esize, *out + n, 1);
+    n += k > 0 && (n == 0 || (*out)[n] != (*out)[n - 1]) ? k : 0;
+  }
+  return n;
 }
 
 static int iters_for(const bench_opts_t *o, size_t bytes) {
@@ -425,6 +434,10 @@ typedef struct bench_state {
   char *recvbuf;  /* bytes */
   char *expected; /* bytes, with -c */
   char *limitbuf; /* what the limit's plans receive */
+  char *shm_send; /* mpiar_alloc buffers of the "/shared" columns (send_capacity, recv_capacity) */
+  char *shm_recv;
+  int any_shared;
+  uint64_t *stream; /* the memory floor's bandwidth pass (run.node_buffer bytes) */
   size_t send_capacity, recv_capacity, limit_capacity;
   double *times;   /* (algorithms + plans) x repetitions of one size */
   double *scratch; /* repetitions */
@@ -474,6 +487,9 @@ static int build_plans(bench_state_t *st, bench_row_t *row) {
     const int is_auto = a == st->run.auto_index;
     if (!is_auto && strcmp(o->alg_base[a], BENCH_ALG_AUTO) == 0) {
       continue; /* `auto/repro`: its pick is not known here; the others' plans bound it */
+    }
+    if (o->alg_shared[a]) {
+      continue; /* the zero-copy path sends no messages */
     }
     bench_plan_t *plan = &row->plans[row->nplans];
     size_t seg = effective_segment(is_auto ? row->auto_segment : o->alg_segment[a], row->count,
@@ -544,8 +560,69 @@ static int plan_sweep(bench_state_t *st) {
 
 /* The memory a rank's buffers take. */
 static double buffer_bytes(const bench_state_t *st) {
-  return (double)st->send_capacity + (double)st->recv_capacity * (st->o.validate ? 2.0 : 1.0) +
-         (double)st->limit_capacity;
+  return (double)st->send_capacity * (st->any_shared ? 2.0 : 1.0) +
+         (double)st->recv_capacity * ((st->o.validate ? 2.0 : 1.0) + (st->any_shared ? 1.0 : 0.0)) +
+         (double)st->limit_capacity + (double)st->run.node_buffer;
+}
+
+/* ---- The memory floor -------------------------------------------------------------------- */
+
+/* Passes of the bandwidth measurement before the sweep (after one untimed) and after it. */
+#define FLOOR_PASSES 5
+#define FLOOR_PASSES_END 3
+
+/*
+ * Bytes per rank of the bandwidth pass: by default the node's ranks together stream through
+ * twice the last-level cache (so what they touch cannot stay in it), and each at least 64 MiB.
+ */
+static size_t floor_buffer_bytes(const bench_opts_t *o, int local) {
+  if (o->floor_buffer != 0) {
+    return o->floor_buffer / sizeof(uint64_t) * sizeof(uint64_t);
+  }
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) {
+    llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  }
+  size_t per_rank = llc > 0 ? 2 * (size_t)llc / (size_t)(local > 0 ? local : 1) : 0;
+  size_t lo = (size_t)64 << 20;
+  per_rank = per_rank < lo ? lo : per_rank;
+  return (per_rank + 4095) / 4096 * 4096;
+}
+
+/*
+ * One in-place streaming update of this rank's buffer (every 8-byte word incremented: each line
+ * read once and written once), every rank at once between barriers. @return the slowest rank's
+ * time, seconds.
+ */
+static double stream_pass(bench_state_t *st) {
+  uint64_t *v = st->stream;
+  const size_t n = st->run.node_buffer / sizeof *v;
+  MPI_Barrier(st->comm);
+  double t0 = MPI_Wtime();
+  for (size_t i = 0; i < n; i++) {
+    v[i] += 1;
+  }
+  double dt = MPI_Wtime() - t0, worst = 0;
+  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, st->comm);
+  return worst;
+}
+
+/*
+ * The node's memory bandwidth (bytes read plus written per second by a node's ranks together)
+ * over @p passes passes: the median into *median and, when min/max are not NULL, the range.
+ */
+static void measure_memory(bench_state_t *st, int passes, double *median, double *min,
+                           double *max) {
+  double bw[FLOOR_PASSES];
+  const double bytes = 2.0 * (double)st->run.node_buffer * st->run.ranks_per_node;
+  for (int i = 0; i < passes; i++) {
+    bw[i] = bytes / stream_pass(st);
+  }
+  *median = tool_median(bw, passes); /* sorts bw */
+  if (min != NULL) {
+    *min = bw[0];
+    *max = bw[passes - 1];
+  }
 }
 
 static int allocate_buffers(bench_state_t *st) {
@@ -558,6 +635,9 @@ static int allocate_buffers(bench_state_t *st) {
     ok = posix_memalign((void **)&st->limitbuf, 4096, st->limit_capacity) == 0;
   }
   size_t slots = (size_t)st->max_slots * (size_t)st->max_iters;
+  if (ok && st->run.node_buffer > 0) {
+    ok = posix_memalign((void **)&st->stream, 4096, st->run.node_buffer) == 0;
+  }
   ok = ok && (st->times = malloc(slots * sizeof *st->times)) != NULL;
   ok = ok && (st->scratch = malloc((size_t)st->max_iters * sizeof *st->scratch)) != NULL;
   ok = ok && (st->reqs = malloc(st->max_reqs * sizeof *st->reqs)) != NULL;
@@ -569,14 +649,31 @@ static int allocate_buffers(bench_state_t *st) {
     if (st->limitbuf != NULL) {
       memset(st->limitbuf, 0, st->limit_capacity);
     }
+    if (st->stream != NULL) {
+      memset(st->stream, 0, st->run.node_buffer);
+    }
   }
   return ok;
 }
 
+/* The "/shared" columns' buffers: collective over the communicator, on every rank alike.
+ * @return an mpiar code. */
+static int allocate_shared(bench_state_t *st) {
+  int rc = mpiar_alloc(st->comm, st->send_capacity, (void **)&st->shm_send);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar_alloc(st->comm, st->recv_capacity, (void **)&st->shm_recv);
+  }
+  if (rc == MPIAR_SUCCESS) {
+    memset(st->shm_send, 0, st->send_capacity);
+    memset(st->shm_recv, 0, st->recv_capacity);
+  }
+  return rc;
+}
+
 /* Compare a checked result with the expected values; report the first few mismatches. */
-static void check_result(bench_state_t *st, const bench_row_t *row, int s, int rep,
-                         long *failures) {
-  if (memcmp(st->recvbuf, st->expected, row->bytes) == 0) {
+static void check_result(bench_state_t *st, const bench_row_t *row, const char *recv, int s,
+                         int rep, long *failures) {
+  if (memcmp(recv, st->expected, row->bytes) == 0) {
     return;
   }
   failures[s]++;
@@ -586,12 +683,12 @@ static void check_result(bench_state_t *st, const bench_row_t *row, int s, int r
   st->messages++;
   const size_t es = st->esize;
   size_t i = 0;
-  while (memcmp(st->recvbuf + i * es, st->expected + i * es, es) == 0) {
+  while (memcmp(recv + i * es, st->expected + i * es, es) == 0) {
     i++;
   }
   char got[64];
   char want[64];
-  describe(st->o.dtype, st->recvbuf, i, got, sizeof got);
+  describe(st->o.dtype, recv, i, got, sizeof got);
   describe(st->o.dtype, st->expected, i, want, sizeof want);
   progress_clear(&st->pg);
   fprintf(stderr, "mpiar-bench: rank %d: %s, %zu bytes, %s %d: element %zu is %s, expected %s\n",
@@ -603,11 +700,14 @@ static void check_result(bench_state_t *st, const bench_row_t *row, int s, int r
 static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, long *failures) {
   const bench_opts_t *o = &st->o;
   const int plan = s - o->nalgs; /* >= 0: a plan of the limit */
+  const int shared = plan < 0 && o->alg_shared[s];
+  char *send = shared ? st->shm_send : st->sendbuf;
+  char *recv = shared ? st->shm_recv : st->recvbuf;
   if (plan < 0 && o->validate) {
-    memset(st->recvbuf, POISON_BYTE, row->bytes);
+    memset(recv, POISON_BYTE, row->bytes);
   }
   if (plan < 0 && o->inplace) {
-    memcpy(st->recvbuf, st->sendbuf, row->bytes);
+    memcpy(recv, send, row->bytes);
   }
   MPI_Barrier(st->comm);
   double t0 = MPI_Wtime();
@@ -616,14 +716,14 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
     rc = bench_plan_run(&row->plans[plan], st->sendbuf, st->limitbuf, st->reqs, st->statuses,
                         st->limit_comm);
   } else if (s == st->run.mpi_index) {
-    rc = run_mpi(st->sendbuf, st->recvbuf, row->count, o, st->p, st->comm);
+    rc = run_mpi(send, recv, row->count, o, st->p, st->comm);
   } else {
     mpiar_options_t opts = MPIAR_OPTIONS_INIT;
     opts.algorithm = o->alg_base[s];
     opts.segment_bytes = o->alg_segment[s];
     opts.reproducible = o->alg_repro[s];
-    rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : st->sendbuf, st->recvbuf, row->count,
-                            o->dtype, o->op, st->comm, &opts);
+    rc = mpiar_allreduce_ex(o->inplace ? MPIAR_IN_PLACE : send, recv, row->count, o->dtype, o->op,
+                            st->comm, &opts);
   }
   double t1 = MPI_Wtime();
   if (rc != 0) {
@@ -642,7 +742,7 @@ static void run_slot(bench_state_t *st, const bench_row_t *row, int s, int rep, 
     st->times[(size_t)s * (size_t)row->iters + (size_t)rep] = t1 - t0;
   }
   if (plan < 0 && o->validate) {
-    check_result(st, row, s, rep, failures);
+    check_result(st, row, recv, s, rep, failures);
   }
 }
 
@@ -655,6 +755,9 @@ static void run_size(bench_state_t *st, int k) {
     if (o->validate) {
       store_value(o->dtype, st->expected, i, expected_value(o->op, i, st->p));
     }
+  }
+  if (st->shm_send != NULL) {
+    memcpy(st->shm_send, st->sendbuf, row->bytes);
   }
   const int nslots = o->nalgs + row->nplans;
   long failures[BENCH_MAX_ALGS] = {0};
@@ -695,9 +798,11 @@ static void run_size(bench_state_t *st, int k) {
                effective_segment(o->alg_segment[q], row->count, st->esize, st->p) == eff;
       }
     }
-    /* Reproducible-mode columns are another contract, not a choice auto could make. */
-    row->best_candidate[a] = !copy && !o->alg_repro[a] && a != st->run.auto_index &&
-                             a != st->run.mpi_index && strcmp(o->alg_base[a], BENCH_ALG_AUTO) != 0;
+    /* Reproducible-mode columns are another contract, and shared-buffer columns another
+     * memory, not a choice auto could make. */
+    row->best_candidate[a] = !copy && !o->alg_repro[a] && !o->alg_shared[a] &&
+                             a != st->run.auto_index && a != st->run.mpi_index &&
+                             strcmp(o->alg_base[a], BENCH_ALG_AUTO) != 0;
     if (row->best_candidate[a] && (row->best_alg < 0 || row->alg[a].median < row->best_time)) {
       row->best_alg = a;
       row->best_time = row->alg[a].median;
@@ -715,6 +820,8 @@ static void run_size(bench_state_t *st, int k) {
       row->limit_plan = row->plans[q].name;
     }
   }
+  row->floor_bytes = bench_floor_bytes(row->bytes, st->run.ranks_per_node, st->p, o->inplace);
+  row->floor_time = row->floor_bytes / st->run.node_bw;
   st->run.nrows = k + 1;
   if (st->rank == 0) {
     progress_clear(&st->pg);
@@ -808,6 +915,11 @@ static int setup(bench_state_t *st) {
   MPI_Allreduce(&local, &lmin, 1, MPI_INT, MPI_MIN, st->comm);
   MPI_Allreduce(&local, &lmax, 1, MPI_INT, MPI_MAX, st->comm);
   st->flat = lmin == st->p || lmax == 1;
+  st->run.ranks_per_node = lmax;
+  st->run.node_buffer = floor_buffer_bytes(o, lmax);
+  for (int a = 0; a < o->nalgs; a++) {
+    st->any_shared |= o->alg_shared[a];
+  }
   int rc = plan_sweep(st);
   if (!all_ok(rc == MPIAR_SUCCESS, st->comm)) {
     fprintf(stderr, "mpiar-bench: rank %d: planning the sweep: %s: %s\n", st->rank,
@@ -816,7 +928,8 @@ static int setup(bench_state_t *st) {
   }
   /* Every rank of the node holds its buffers at once: refuse what cannot fit, on every rank. */
   int fits = tool_check_memory(buffer_bytes(st) * local_ranks(st->comm),
-                               "-e (the buffers of every rank on this node)", err, sizeof err) == 0;
+                               "-e and --floor-buffer (the buffers of every rank on this node)",
+                               err, sizeof err) == 0;
   if (!all_ok(fits, st->comm)) {
     if (st->rank == 0) {
       fprintf(stderr, "mpiar-bench: %s\nTry 'mpiar-bench --help'.\n", err);
@@ -829,6 +942,18 @@ static int setup(bench_state_t *st) {
     }
     return TOOL_EXIT_FAIL;
   }
+  if (st->any_shared && (rc = allocate_shared(st)) != MPIAR_SUCCESS) {
+    /* mpiar_alloc agrees on its outcome: every rank returns alike. */
+    if (st->rank == 0) {
+      fprintf(stderr, "mpiar-bench: mpiar_alloc of the shared columns' buffers: %s: %s\n",
+              mpiar_strerror(rc), mpiar_last_error());
+    }
+    return TOOL_EXIT_FAIL;
+  }
+  /* The node's bandwidth for the memory floor, before the sweep (one untimed pass first). */
+  stream_pass(st);
+  st->run.node_passes = FLOOR_PASSES;
+  measure_memory(st, FLOOR_PASSES, &st->run.node_bw, &st->run.node_bw_min, &st->run.node_bw_max);
   if (st->rank == 0) {
     fill_run_info(&st->run);
   } else {
@@ -848,6 +973,9 @@ static void teardown(bench_state_t *st) {
     free(st->run.rows[k].plans);
   }
   free(st->run.rows);
+  mpiar_free(st->shm_recv);
+  mpiar_free(st->shm_send);
+  free(st->stream);
   free(st->statuses);
   free(st->reqs);
   free(st->scratch);
@@ -861,13 +989,8 @@ static void teardown(bench_state_t *st) {
   MPI_Comm_free(&st->comm);
 }
 
-int bench_shared_main(int argc, char **argv); /* shared.c */
-
 int main(int argc, char **argv) {
   static bench_state_t st;
-  if (argc > 2 && strcmp(argv[1], "-m") == 0 && strcmp(argv[2], "shared") == 0) {
-    return bench_shared_main(argc - 2, argv + 2); /* mpiar_alloc buffers (docs/shm.md) */
-  }
   int ex = bench_parse_args(argc, argv, &st.o);
   if (ex >= 0) {
     return ex;
@@ -895,7 +1018,9 @@ int main(int argc, char **argv) {
     int multi = local_ranks(st.comm) < st.p, any = 0;
     MPI_Allreduce(&multi, &any, 1, MPI_INT, MPI_MAX, st.comm);
     char err[256];
-    if (bench_default_algorithms(&st.o, any, err, sizeof err) != 0) {
+    /* -m shared: the list's mpiar columns on shared buffers (an -a list was turned already). */
+    if (bench_default_algorithms(&st.o, any, err, sizeof err) != 0 ||
+        (st.o.shared_mode && bench_shared_list(&st.o, err, sizeof err) != 0)) {
       if (st.rank == 0) {
         fprintf(stderr, "mpiar-bench: %s\n", err);
       }
@@ -905,7 +1030,11 @@ int main(int argc, char **argv) {
       return TOOL_EXIT_USAGE;
     }
   }
+  st.run.shared_index = -1;
   for (int a = 0; a < st.o.nalgs; a++) {
+    if (strcmp(st.o.algs[a], BENCH_ALG_AUTO BENCH_SHARED_SUFFIX) == 0) {
+      st.run.shared_index = a;
+    }
     if (strcmp(st.o.algs[a], BENCH_ALG_MPI) == 0) {
       st.run.mpi_index = a;
     } else if (strcmp(st.o.algs[a], BENCH_ALG_AUTO) == 0) {
@@ -924,6 +1053,9 @@ int main(int argc, char **argv) {
       run_size(&st, k);
     }
     progress_clear(&st.pg);
+    /* Again after the sweep: the summary shows how far the machine drifted meanwhile. */
+    st.run.node_passes_end = FLOOR_PASSES_END;
+    measure_memory(&st, FLOOR_PASSES_END, &st.run.node_bw_end, NULL, NULL);
     exit_code = st.rank == 0 ? finish_outputs(&st) : 0;
     if (st.total_failures > 0) {
       exit_code = TOOL_EXIT_FAIL;

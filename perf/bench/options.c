@@ -42,6 +42,15 @@ static int parse_dtype(const char *value, void *dest, char *err, size_t errlen) 
   return 0;
 }
 
+static int parse_memory(const char *value, void *dest, char *err, size_t errlen) {
+  if (strcmp(value, "shared") == 0 || strcmp(value, "malloc") == 0) {
+    *(int *)dest = strcmp(value, "shared") == 0;
+    return 0;
+  }
+  snprintf(err, errlen, "unknown memory '%s' (malloc or shared)", value);
+  return -1;
+}
+
 static int parse_op(const char *value, void *dest, char *err, size_t errlen) {
   if (mpiar_op_from_name(value, dest) != MPIAR_SUCCESS) {
     snprintf(err, errlen, "unknown operation '%s' (sum prod min max band bor bxor avg)", value);
@@ -65,28 +74,47 @@ static void short_size(size_t b, char *buf, size_t len) {
   }
 }
 
-/* "ring", "ring/seg=1M", "ring/repro", "ring/seg=1M/repro": a column's name. */
-static void column_name(char *buf, size_t len, const char *base, size_t seg, int repro) {
+/* "ring", "ring/seg=1M", "ring/repro", "ring/seg=1M/repro", "auto/shared": a column's name. */
+static void column_name(char *buf, size_t len, const char *base, size_t seg, int repro,
+                        int shared) {
   char sz[24] = "";
   if (seg != 0) {
     short_size(seg, sz, sizeof sz);
   }
-  snprintf(buf, len, "%s%s%s%s", base, seg ? BENCH_SEG_INFIX : "", sz,
-           repro ? BENCH_REPRO_SUFFIX : "");
+  snprintf(buf, len, "%s%s%s%s%s", base, seg ? BENCH_SEG_INFIX : "", sz,
+           repro ? BENCH_REPRO_SUFFIX : "", shared ? BENCH_SHARED_SUFFIX : "");
+}
+
+/* Cut @p suffix off the end of @p name in place; @return 1 if it was there. */
+static int cut_suffix(char *name, const char *suffix) {
+  size_t len = strlen(name), k = strlen(suffix);
+  if (len > k && strcmp(name + len - k, suffix) == 0) {
+    name[len - k] = '\0';
+    return 1;
+  }
+  return 0;
 }
 
 /*
  * Split a name into its registry part, segment and mode: @return 1 if name is a registry
  * algorithm, `auto`, `mpi`, or a segmented registry algorithm with "/seg=SIZE" (SIZE >= 4 KiB),
- * each of mpiar's optionally with BENCH_REPRO_SUFFIX, with *segment and *repro set; 0 (with a
- * reason in err) otherwise. *base is the registry's name, `auto` or `mpi`.
+ * each of mpiar's optionally with BENCH_REPRO_SUFFIX, then BENCH_SHARED_SUFFIX, with *segment,
+ * *repro and *shared set; 0 (with a reason in err) otherwise. *base is the registry's name,
+ * `auto` or `mpi`.
  */
-static int known_algorithm(char *name, const char **base, size_t *segment, int *repro, char *err,
-                           size_t errlen) {
+static int known_algorithm(char *name, const char **base, size_t *segment, int *repro, int *shared,
+                           char *err, size_t errlen) {
   *segment = 0;
   *base = name;
   *repro = 0;
+  /* "NAME/shared": an mpiar column on mpiar_alloc buffers; cut off in place like "/repro". */
+  *shared = cut_suffix(name, BENCH_SHARED_SUFFIX);
   if (strcmp(name, BENCH_ALG_MPI) == 0) {
+    if (*shared) {
+      snprintf(err, errlen, "-a: 'mpi%s': MPI_Allreduce runs on ordinary buffers only",
+               BENCH_SHARED_SUFFIX);
+      return 0;
+    }
     return 1;
   }
   /* "file:PATH": a schedule file (docs/schedules.md), the whole name its path. */
@@ -101,11 +129,7 @@ static int known_algorithm(char *name, const char **base, size_t *segment, int *
   }
   /* "NAME/repro": an mpiar column in reproducible mode; the suffix is cut off in place (the
    * caller writes the column's name back). */
-  size_t len0 = strlen(name), k = strlen(BENCH_REPRO_SUFFIX);
-  if (len0 > k && strcmp(name + len0 - k, BENCH_REPRO_SUFFIX) == 0) {
-    *repro = 1;
-    name[len0 - k] = '\0';
-  }
+  *repro = cut_suffix(name, BENCH_REPRO_SUFFIX);
   if (strcmp(name, BENCH_ALG_AUTO) == 0) {
     *base = BENCH_ALG_AUTO;
     return 1;
@@ -181,14 +205,15 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
     const char *base = NULL;
     size_t seg = 0;
     int repro = 0;
-    if (!known_algorithm(p, &base, &seg, &repro, err, errlen)) {
+    int shared = 0;
+    if (!known_algorithm(p, &base, &seg, &repro, &shared, err, errlen)) {
       return -1;
     }
-    if (seg != 0 || repro) {
+    if (seg != 0 || repro || shared) {
       /* The column's name in the canonical short form, as the default list writes it. */
       static char names[BENCH_MAX_ALGS][64];
       char *name = names[o->nalgs < BENCH_MAX_ALGS ? o->nalgs : 0];
-      column_name(name, sizeof names[0], base, seg, repro);
+      column_name(name, sizeof names[0], base, seg, repro, shared);
       p = name;
     }
     for (int i = 0; i < o->nalgs; i++) {
@@ -204,6 +229,7 @@ static int parse_algorithms(char *storage, bench_opts_t *o, char *err, size_t er
     o->alg_base[o->nalgs] = base;
     o->alg_segment[o->nalgs] = seg;
     o->alg_repro[o->nalgs] = repro;
+    o->alg_shared[o->nalgs] = shared;
     o->algs[o->nalgs++] = p;
     if (comma == NULL) {
       return 0;
@@ -225,7 +251,7 @@ static int add_column(bench_opts_t *o, const char *base, size_t seg, int repro) 
   if (seg == 0 && !repro) {
     o->algs[o->nalgs] = base;
   } else {
-    column_name(names[o->nalgs], sizeof names[0], base, seg, repro);
+    column_name(names[o->nalgs], sizeof names[0], base, seg, repro, 0);
     o->algs[o->nalgs] = names[o->nalgs];
   }
   o->nalgs++;
@@ -270,6 +296,62 @@ int bench_default_algorithms(bench_opts_t *o, int multi_node, char *err, size_t 
   return 0;
 }
 
+int bench_shared_list(bench_opts_t *o, char *err, size_t errlen) {
+  static char names[BENCH_MAX_ALGS][72];
+  bench_opts_t in = *o;
+  int mpi = 0, plain_auto = 0;
+  o->nalgs = 0;
+  for (int a = 0; a <= in.nalgs; a++) {
+    const int extra = a == in.nalgs; /* after the list: `auto` on ordinary buffers, then `mpi` */
+    if (!extra && strcmp(in.algs[a], BENCH_ALG_MPI) == 0) {
+      mpi = 1;
+      continue;
+    }
+    if (!extra && strcmp(in.algs[a], BENCH_ALG_AUTO) == 0) {
+      plain_auto = 1;
+    }
+    if (extra && !plain_auto) {
+      break;
+    }
+    if (o->nalgs >= BENCH_MAX_ALGS - 1) { /* room for `mpi` */
+      snprintf(err, errlen, "-m shared: more than %d columns", BENCH_MAX_ALGS);
+      return -1;
+    }
+    const int k = o->nalgs;
+    o->alg_base[k] = extra ? BENCH_ALG_AUTO : in.alg_base[a];
+    o->alg_segment[k] = extra ? 0 : in.alg_segment[a];
+    o->alg_repro[k] = extra ? 0 : in.alg_repro[a];
+    o->alg_shared[k] = !extra;
+    if (extra) {
+      o->algs[k] = BENCH_ALG_AUTO;
+    } else if (in.alg_shared[a]) {
+      o->algs[k] = in.algs[a];
+    } else {
+      column_name(names[k], sizeof names[k], in.alg_base[a], in.alg_segment[a], in.alg_repro[a], 1);
+      o->algs[k] = names[k];
+    }
+    o->nalgs++;
+  }
+  for (int a = 0; a < o->nalgs; a++) {
+    for (int b = 0; b < a; b++) {
+      if (strcmp(o->algs[a], o->algs[b]) == 0) {
+        snprintf(err, errlen,
+                 "-m shared: '%.64s' is listed twice (-a names it with and without %s)", o->algs[a],
+                 BENCH_SHARED_SUFFIX);
+        return -1;
+      }
+    }
+  }
+  if (mpi) {
+    o->alg_base[o->nalgs] = BENCH_ALG_MPI;
+    o->alg_segment[o->nalgs] = 0;
+    o->alg_repro[o->nalgs] = 0;
+    o->alg_shared[o->nalgs] = 0;
+    o->algs[o->nalgs++] = BENCH_ALG_MPI;
+  }
+  return 0;
+}
+
 static const char about[] =
     "Times every allreduce algorithm of mpiar, its automatic choice and MPI_Allreduce\n"
     "side by side over a sweep of message sizes. The algorithms run interleaved at each\n"
@@ -283,7 +365,13 @@ static const char about[] =
     "sends and receives (the same peers, message sizes and counts) posted all at once\n"
     "with no reduction and no waiting between steps. The limit is the fastest of these\n"
     "exchanges, best repetition: a schedule cannot move its messages faster than with\n"
-    "its reductions and dependencies taken away.";
+    "its reductions and dependencies taken away.\n"
+    "\n"
+    "The memory floor of a size is what an allreduce must read and write on a node (every\n"
+    "rank's input read once, every output written once: 2 x ranks per node x size bytes)\n"
+    "over the node's memory bandwidth, measured before the sweep with every rank\n"
+    "streaming through a buffer larger than the last-level cache at once (and again\n"
+    "after it, to show drift); each column's % of the floor is floor time / its time.";
 
 static const char epilogue[] =
     "Output (rank 0, stdout): a table with each algorithm's median time in microseconds\n"
@@ -309,6 +397,7 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   const char *alg_arg = NULL;
   int min_given = 0;
   int max_given = 0;
+  int factor_given = 0;
   char iters_help[160];
   snprintf(iters_help, sizeof iters_help,
            "timed repetitions per size; default: scaled with the size\n"
@@ -347,9 +436,20 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .given = &max_given,
        .metavar = "SIZE",
        .help = "largest message in bytes; default 256M"},
+      {.long_name = "sizes",
+       .kind = TOOL_ARG_SIZE_LIST,
+       .dest = o->sizes,
+       .nitems = &o->nsizes,
+       .max_items = (int)(sizeof o->sizes / sizeof o->sizes[0]),
+       .lo = 1,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "LIST",
+       .help = "the sizes to run, in increasing order (8,16M,64M), instead of\n"
+               "the sweep of -b, -e and -f"},
       {.short_name = 'f',
        .kind = TOOL_ARG_INT,
        .dest = &factor,
+       .given = &factor_given,
        .lo = 2,
        .hi = 1 << 20,
        .metavar = "FACTOR",
@@ -395,6 +495,25 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
        .dest = &alg_arg,
        .metavar = "ALG[,ALG]",
        .help = alg_help},
+      {.short_name = 'm',
+       .long_name = "memory",
+       .kind = TOOL_ARG_CUSTOM,
+       .dest = &o->shared_mode,
+       .parse = parse_memory,
+       .metavar = "MEMORY",
+       .help = "malloc (default) or shared: every mpiar column on mpiar_alloc\n"
+               "buffers (NAME/shared, the zero-copy path of docs/shm.md), with\n"
+               "auto on ordinary buffers (mpiar's MPI path) and mpi beside them;\n"
+               "the default list then has no segment columns"},
+      {.long_name = "floor-buffer",
+       .kind = TOOL_ARG_SIZE,
+       .dest = &o->floor_buffer,
+       .lo = 4096,
+       .hi = TOOL_SIZE_MAX,
+       .metavar = "SIZE",
+       .help = "bytes per rank of the pass that measures the node's memory\n"
+               "bandwidth for the memory floor; default: the ranks of a node\n"
+               "together twice the last-level cache, at least 64M each"},
       {.short_name = 'c',
        .kind = TOOL_ARG_FLAG,
        .dest = &o->validate,
@@ -477,6 +596,18 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
   if (max_given && !min_given && o->min_bytes > o->max_bytes) {
     o->min_bytes = o->max_bytes;
   }
+  for (int i = 1; i < o->nsizes; i++) {
+    if (o->sizes[i] <= o->sizes[i - 1]) {
+      return tool_usage_error(&spec, "--sizes: %zu does not follow %zu: the sizes must increase",
+                              o->sizes[i], o->sizes[i - 1]);
+    }
+  }
+  if (o->nsizes > 0 && (min_given || max_given || factor_given)) {
+    return tool_usage_error(&spec, "--sizes names the sizes: no -b, -e or -f with it");
+  }
+  if (o->shared_mode && o->collective != NULL && strcmp(o->collective, "allreduce") != 0) {
+    return tool_usage_error(&spec, "-m shared measures the allreduce only");
+  }
   if (o->min_bytes > o->max_bytes) {
     return tool_usage_error(&spec, "-b %zu is larger than -e %zu", o->min_bytes, o->max_bytes);
   }
@@ -512,6 +643,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
                                 mpiar_dtype_name(o->dtype));
       }
     }
+    if (o->shared_mode && bench_shared_list(o, err, sizeof err) != 0) {
+      return tool_usage_error(&spec, "%s", err);
+    }
   } else {
     if (!segs_given) {
       for (int i = 0; i < mpiar__tuning_nsegments && i < 8; i++) {
@@ -520,7 +654,8 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
     }
     /* The default list is made once MPI tells whether the job spans nodes. */
     o->nalgs = 0;
-    o->nsegs = no_segs ? 0 : nsegs;
+    /* The zero-copy path sends no messages: a segment changes nothing there. */
+    o->nsegs = no_segs || o->shared_mode ? 0 : nsegs;
     memcpy(o->segs, segs, sizeof o->segs);
   }
   if (alg_arg != NULL && (segs_given || no_segs)) {

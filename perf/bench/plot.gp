@@ -1,6 +1,7 @@
 # Plots of an mpiar-bench CSV file (--csv), each as PNG and SVG in `outdir`:
 #   busbw.png/svg    bus bandwidth vs message size, one line per algorithm, with the
-#                    point-to-point limit measured at each size (dashed)
+#                    point-to-point limit measured at each size (dashed) and the memory
+#                    floor (the busbw of a call that ran at the floor's time, dotted)
 #   latency.png/svg  median time vs message size for small messages (up to 64 KiB)
 #   speedup.png/svg  speedup vs MPI_Allreduce = time(mpi) / time(algorithm); above 1 is faster
 #
@@ -23,7 +24,7 @@ set datafile missing NaN
 
 # Columns of the CSV (see mpiar-bench's bench_csv_header()).
 c_bytes = 1; c_dtype = 3; c_op = 4; c_nranks = 5; c_inplace = 6; c_alg = 7
-c_time = 11; c_busbw = 15; c_limit = 18; c_speedup = 20
+c_time = 11; c_busbw = 15; c_limit = 18; c_speedup = 20; c_floor_busbw = 28
 
 # The algorithms in the order they first appear, and the run's parameters for the titles.
 algs = " "
@@ -58,11 +59,49 @@ set pointsize 0.8
 
 # A filtered column: the value on rows of algorithm `a`, NaN elsewhere.
 pick(a, col) = strcol(c_alg) eq a ? column(col) : NaN
-# MPI_Allreduce, the reference, is drawn thicker in red (line type 7); the others keep their
-# position's colour, so an algorithm has the same colour in every plot.
-lt_of(i) = word(algs, i) eq "mpi" ? 7 : i
-lw_of(i) = word(algs, i) eq "mpi" ? 2.5 : 1.5
+# Colours by name, so that an algorithm has the same colour in every plot and every run:
+# MPI_Allreduce (red), `auto` (blue) and `auto/shared` (orange) are the thick lines; the ring
+# and its segment variants (ring/seg=SIZE, ring/repro, ring/shared) one family of greens, dark
+# to light in the order they appear; every other column the next colour of a palette without
+# red, blue, orange or green, then the same palette dashed. Point types follow the position.
+greens = "#00441b #006d2c #238b45 #41ab5d #74c476 #a1d99b #c7e9c0"
+strong = "#d62728 #1f3fbf #ff7f00"
+others = "#9467bd #8c564b #e377c2 #7f7f7f #bcbd22 #17becf #b8860b #4b0082 #008080 #800000 #ff1493 #556b2f"
 nalgs = words(algs)
+colours = ""
+dashes = ""
+widths = ""
+n_ring = 0
+n_other = 0
+do for [i=1:nalgs] {
+  a = word(algs, i)
+  d = 1
+  w = 1.5
+  k = a eq "mpi" ? 1 : a eq "auto" ? 2 : a eq "auto/shared" ? 3 : 0
+  ring = a eq "ring" || strstrt(a, "ring/") == 1
+  if (k > 0) {
+    c = word(strong, k)
+    w = 4
+  }
+  if (k == 0 && ring) {
+    n_ring = n_ring + 1
+    c = word(greens, (n_ring - 1) % words(greens) + 1)
+    d = (n_ring - 1) / words(greens) + 1
+    w = 2
+  }
+  if (k == 0 && !ring) {
+    n_other = n_other + 1
+    c = word(others, (n_other - 1) % words(others) + 1)
+    d = (n_other - 1) / words(others) + 1
+  }
+  colours = colours . c . " "
+  dashes = dashes . sprintf("%d ", d)
+  widths = widths . sprintf("%g ", w)
+}
+lc_of(i) = word(colours, i)
+dt_of(i) = int(word(dashes, i))
+lw_of(i) = real(word(widths, i))
+style_of = "linecolor rgb lc_of(i) dashtype dt_of(i) linewidth lw_of(i) pointtype i"
 
 png_term = strstrt(GPVAL_TERMINALS, "pngcairo") > 0 ? "pngcairo" : "png"
 
@@ -79,9 +118,11 @@ do for [fmt in "png svg"] {
   unset logscale y
   set yrange [0:*]
   plot for [i=1:nalgs] csv skip 1 using c_bytes:(pick(word(algs, i), c_busbw)) \
-           linetype lt_of(i) linewidth lw_of(i) title word(algs, i), \
+           @style_of title word(algs, i), \
        csv skip 1 using c_bytes:(pick(first, c_limit)) with lines dashtype 2 linewidth 2 \
-           linecolor "black" title "point-to-point limit"
+           linecolor "black" title "point-to-point limit", \
+       csv skip 1 using c_bytes:(pick(first, c_floor_busbw)) with lines dashtype 3 linewidth 3 \
+           linecolor "#404040" title "memory floor"
 
   set output sprintf("%s/latency.%s", outdir, fmt)
   set title sprintf("Latency, median of the slowest rank, sizes up to %s: %s", \
@@ -91,7 +132,7 @@ do for [fmt in "png svg"] {
   set yrange [*:*]
   plot for [i=1:nalgs] csv skip 1 \
        using (column(c_bytes) <= small_max ? column(c_bytes) : NaN):(pick(word(algs, i), c_time)) \
-       linetype lt_of(i) linewidth lw_of(i) title word(algs, i)
+       @style_of title word(algs, i)
 
   set output sprintf("%s/speedup.%s", outdir, fmt)
   set ylabel "speedup vs MPI_Allreduce (time(mpi) / time(algorithm))"
@@ -101,11 +142,11 @@ do for [fmt in "png svg"] {
     set title sprintf("Speedup vs MPI_Allreduce, above 1 is faster: %s", title_run)
     # mpi's own line is 1 at every size: it is drawn as the reference.
     plot for [i=1:nalgs] csv skip 1 using c_bytes:(pick(word(algs, i), c_speedup)) \
-             linetype lt_of(i) linewidth lw_of(i) \
+             @style_of \
              title (word(algs, i) eq "mpi" ? "mpi (MPI_Allreduce = 1)" : word(algs, i))
   } else {
     set title sprintf("Speedup vs MPI_Allreduce: not measured (no mpi column): %s", title_run)
-    plot 1 with lines linetype 7 linewidth 2.5 title "MPI_Allreduce"
+    plot 1 with lines linecolor rgb "#d62728" linewidth 4 title "MPI_Allreduce"
   }
   unset output
 }

@@ -21,6 +21,16 @@ void bench_stat_compute(const double *times, int n, double *scratch, bench_stat_
   out->max = scratch[n - 1];
 }
 
+double bench_floor_bytes(size_t bytes, int local, int nranks, int in_place) {
+  /* Every element of every rank's output depends on every rank's input, so each of the node's
+   * `local` inputs is read once and each output written once. In place on a single rank the
+   * result is the input: nothing need move. */
+  if (in_place && nranks == 1) {
+    return 0.0;
+  }
+  return 2.0 * (double)local * (double)bytes;
+}
+
 void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, bench_figures_t *f) {
   const double p = run->nranks;
   const double t = row->alg[alg].median;
@@ -32,6 +42,9 @@ void bench_figures(const bench_run_t *run, const bench_row_t *row, int alg, benc
   f->pct_limit = (f->limit_bw > 0) ? 100.0 * f->busbw / f->limit_bw : NAN;
   f->speedup = (run->mpi_index >= 0 && t > 0) ? row->alg[run->mpi_index].median / t : NAN;
   f->regret = row->best_alg >= 0 && row->best_time > 0 ? t / row->best_time - 1.0 : NAN;
+  f->floor_busbw =
+      row->floor_time > 0 ? (double)row->bytes / row->floor_time / 1e9 * 2.0 * (p - 1.0) / p : NAN;
+  f->pct_floor = row->floor_time > 0 && t > 0 ? 100.0 * row->floor_time / t : NAN;
 }
 
 /* ---- Regret ------------------------------------------------------------------------------- */
@@ -87,14 +100,20 @@ static int size_range(size_t bytes) {
 
 static const char *const range_names[3] = {"small", "medium", "large"};
 
-enum { N_TARGETS = 4 };
+enum { N_TARGETS = 8 };
+
+/* The issue's targets of the shared-buffer path at p = 2 (docs/performance.md). */
+#define SHARED_SPEEDUP_TARGET 4.0
+#define SHARED_FLOOR_PCT_TARGET 70.0
+#define SHARED_FLOOR_MIN_BYTES ((size_t)16 << 20)
 
 /* What the closing summary, the JSON summary and the targets are computed from. */
 typedef struct summary {
   int nrange[3];
-  double speedup[BENCH_MAX_ALGS][3]; /* median over the range's sizes of time(mpi)/time(alg) */
-  double pct_large[BENCH_MAX_ALGS];  /* median over sizes >= 4 MiB of busbw % of the limit */
-  double limit_large;                /* median limit bandwidth over sizes >= 4 MiB, GB/s */
+  double speedup[BENCH_MAX_ALGS][3];  /* median over the range's sizes of time(mpi)/time(alg) */
+  double pct_large[BENCH_MAX_ALGS];   /* median over sizes >= 4 MiB of busbw % of the limit */
+  double floor_large[BENCH_MAX_ALGS]; /* median over sizes >= 4 MiB of % of the memory floor */
+  double limit_large;                 /* median limit bandwidth over sizes >= 4 MiB, GB/s */
   int have_auto_vs_mpi;
   int judge_targets;
   double auto_worst; /* smallest time(mpi)/time(auto) over all sizes */
@@ -102,13 +121,65 @@ typedef struct summary {
   const char *auto_worst_pick;
   int ntargets;
   struct {
-    const char *what;
+    char what[80];
     const char *unit;
     double value;
     double target;
     int at_most; /* 1: value <= target meets it; 0: value >= target */
   } targets[N_TARGETS];
 } summary_t;
+
+static void add_target(summary_t *s, const char *what, const char *unit, double value,
+                       double target, int at_most) {
+  if (s->ntargets == N_TARGETS) {
+    return;
+  }
+  snprintf(s->targets[s->ntargets].what, sizeof s->targets[0].what, "%s", what);
+  s->targets[s->ntargets].unit = unit;
+  s->targets[s->ntargets].value = value;
+  s->targets[s->ntargets].target = target;
+  s->targets[s->ntargets].at_most = at_most;
+  s->ntargets++;
+}
+
+/*
+ * -m shared at p = 2: auto on shared buffers >= 4x MPI_Allreduce at 16 MiB and 64 MiB (where the
+ * sweep has them), >= 70 % of the memory floor at every size from 16 MiB (the worst counts), and
+ * at 8 B no slower than mpiar's MPI path (`auto` on ordinary buffers).
+ */
+static void shared_targets(const bench_run_t *run, summary_t *s) {
+  const int si = run->shared_index, mi = run->mpi_index, ai = run->auto_index;
+  if (run->nranks != 2 || si < 0) {
+    return;
+  }
+  double worst_floor = INFINITY;
+  size_t worst_bytes = 0;
+  for (int r = 0; r < run->nrows; r++) {
+    const bench_row_t *row = &run->rows[r];
+    bench_figures_t f;
+    bench_figures(run, row, si, &f);
+    char what[80], sz[32];
+    bench_format_size(row->bytes, sz, sizeof sz);
+    if (mi >= 0 && (row->bytes == (size_t)16 << 20 || row->bytes == (size_t)64 << 20)) {
+      snprintf(what, sizeof what, "auto/shared at %s, speedup vs MPI_Allreduce", sz);
+      add_target(s, what, "x", f.speedup, SHARED_SPEEDUP_TARGET, 0);
+    }
+    if (row->bytes >= SHARED_FLOOR_MIN_BYTES && !isnan(f.pct_floor) && f.pct_floor < worst_floor) {
+      worst_floor = f.pct_floor;
+      worst_bytes = row->bytes;
+    }
+    if (ai >= 0 && row->bytes == 8) {
+      add_target(s, "auto/shared at 8 B in the MPI path's time (auto)", "x",
+                 row->alg[si].median / row->alg[ai].median, 1.0, 1);
+    }
+  }
+  if (worst_bytes > 0) {
+    char what[80], sz[32];
+    snprintf(what, sizeof what, "auto/shared at >= 16 MiB, worst size (%s), %% of the floor",
+             bench_format_size(worst_bytes, sz, sizeof sz));
+    add_target(s, what, "%", worst_floor, SHARED_FLOOR_PCT_TARGET, 0);
+  }
+}
 
 static void summarize(const bench_run_t *run, summary_t *s) {
   const int nalgs = run->opts->nalgs;
@@ -119,6 +190,7 @@ static void summarize(const bench_run_t *run, summary_t *s) {
     /* Without memory the summary is left empty; the table rows were already printed. */
     for (int a = 0; a < BENCH_MAX_ALGS; a++) {
       s->speedup[a][0] = s->speedup[a][1] = s->speedup[a][2] = s->pct_large[a] = NAN;
+      s->floor_large[a] = NAN;
     }
     s->limit_large = NAN;
     return;
@@ -147,6 +219,15 @@ static void summarize(const bench_run_t *run, summary_t *s) {
       }
     }
     s->pct_large[a] = median_inplace(buf, n);
+    n = 0;
+    for (int r = 0; r < nrows; r++) {
+      bench_figures_t f;
+      bench_figures(run, &run->rows[r], a, &f);
+      if (size_range(run->rows[r].bytes) == 2 && !isnan(f.pct_floor)) {
+        buf[n++] = f.pct_floor;
+      }
+    }
+    s->floor_large[a] = median_inplace(buf, n);
   }
   int n = 0;
   for (int r = 0; r < nrows; r++) {
@@ -162,8 +243,8 @@ static void summarize(const bench_run_t *run, summary_t *s) {
   const int mi = run->mpi_index;
   if (ai >= 0 && mi >= 0 && nrows > 0) {
     s->have_auto_vs_mpi = 1;
-    /* The performance targets are stated for two ranks. */
-    s->judge_targets = run->nranks == 2;
+    /* The performance targets are stated for two ranks; -m shared has its own (below). */
+    s->judge_targets = run->nranks == 2 && !run->opts->shared_mode;
     s->auto_worst = INFINITY;
     for (int r = 0; r < nrows; r++) {
       bench_figures_t f;
@@ -184,37 +265,21 @@ static void summarize(const bench_run_t *run, summary_t *s) {
       }
     }
     if (n > 0) {
-      s->targets[s->ntargets].what = "auto latency at 4 B..4 KiB, median, in MPI_Allreduce's time";
-      s->targets[s->ntargets].unit = "x";
-      s->targets[s->ntargets].value = median_inplace(buf, n);
-      s->targets[s->ntargets].target = 0.6;
-      s->targets[s->ntargets].at_most = 1;
-      s->ntargets++;
+      add_target(s, "auto latency at 4 B..4 KiB, median, in MPI_Allreduce's time", "x",
+                 median_inplace(buf, n), 0.6, 1);
     }
     if (s->nrange[2] > 0) {
-      s->targets[s->ntargets].what = "auto busbw at >= 4 MiB, median, in MPI_Allreduce's busbw";
-      s->targets[s->ntargets].unit = "x";
-      s->targets[s->ntargets].value = s->speedup[ai][2];
-      s->targets[s->ntargets].target = 3.0;
-      s->targets[s->ntargets].at_most = 0;
-      s->ntargets++;
+      add_target(s, "auto busbw at >= 4 MiB, median, in MPI_Allreduce's busbw", "x",
+                 s->speedup[ai][2], 3.0, 0);
       if (!isnan(s->pct_large[ai])) {
-        s->targets[s->ntargets].what = "auto busbw at >= 4 MiB, median, in % of the limit";
-        s->targets[s->ntargets].unit = "%";
-        s->targets[s->ntargets].value = s->pct_large[ai];
-        s->targets[s->ntargets].target = 85.0;
-        s->targets[s->ntargets].at_most = 0;
-        s->ntargets++;
+        add_target(s, "auto busbw at >= 4 MiB, median, in % of the limit", "%", s->pct_large[ai],
+                   85.0, 0);
       }
     }
-    s->targets[s->ntargets].what = "auto vs MPI_Allreduce, worst size, speedup";
-    s->targets[s->ntargets].unit = "x";
-    s->targets[s->ntargets].value = s->auto_worst;
-    s->targets[s->ntargets].target = 1.0;
-    s->targets[s->ntargets].at_most = 0;
-    s->ntargets++;
+    add_target(s, "auto vs MPI_Allreduce, worst size, speedup", "x", s->auto_worst, 1.0, 0);
   }
   free(buf);
+  shared_targets(run, s);
 }
 
 static int target_met(const summary_t *s, int t) {
@@ -250,10 +315,21 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
              "repetition of\n#   a paired exchange of 2(p-1)/p * size bytes per rank and of each "
              "algorithm's own messages\n#   without its reductions); time, and bandwidth for "
              "2(p-1)/p * size bytes (see --help)\n");
+  char nb[32];
+  fprintf(f,
+          "# floor: the memory floor, 2 x (ranks per node) x size bytes read and written over the "
+          "node's memory\n#   bandwidth: %.3f GB/s (median of %d passes, %.3f .. %.3f), %d "
+          "ranks at once each streaming\n#   through %s in place (docs/performance.md)\n",
+          run->node_bw / 1e9, run->node_passes, run->node_bw_min / 1e9, run->node_bw_max / 1e9,
+          run->ranks_per_node, tool_format_bytes((double)run->node_buffer, nb, sizeof nb));
   fprintf(f, "# regret: time / the best column's - 1 (the best of every algorithm and segment "
              "size), for auto and mpi\n");
   fprintf(f, "# best: the highest mpiar busbw = size / time * 2(p-1)/p, GB/s, and its %% of the "
-             "limit bandwidth\n");
+             "limit bandwidth\n#   and of the memory floor (floor time / its time)\n");
+  if (o->shared_mode || run->shared_index >= 0) {
+    fprintf(f, "# NAME/shared: on mpiar_alloc buffers (the zero-copy path, whatever NAME says); "
+               "the others on\n#   ordinary buffers (auto: mpiar's MPI path)\n");
+  }
   if (run->auto_index >= 0) {
     const char *tf = getenv("MPIAR_TUNING_FILE");
     fprintf(f, "# auto: %s%s\n", tf && *tf ? "MPIAR_TUNING_FILE=" : "",
@@ -264,7 +340,7 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
     int is_mpi = a == run->mpi_index;
     fprintf(f, " | %-*s", column_width(o->algs[a], is_mpi), o->algs[a]);
   }
-  fprintf(f, " | %-15s | %-18s | %s\n", "regret", "limit", "best busbw");
+  fprintf(f, " | %-15s | %-18s | %-10s | %s\n", "regret", "limit", "floor", "best busbw");
   fprintf(f, "#%10s %6s", "", "");
   for (int a = 0; a < o->nalgs; a++) {
     int is_mpi = a == run->mpi_index;
@@ -275,8 +351,8 @@ void bench_table_header(FILE *f, const bench_run_t *run) {
       fprintf(f, " | %10s %6s%*s", "us", "xMPI", w - 17, "");
     }
   }
-  fprintf(f, " | %7s %7s | %10s %7s | %7s %6s  %s\n", "auto", "mpi", "us", "GB/s", "GB/s", "%limit",
-          "algorithm");
+  fprintf(f, " | %7s %7s | %10s %7s | %10s | %7s %6s %6s  %s\n", "auto", "mpi", "us", "GB/s", "us",
+          "GB/s", "%limit", "%floor", "algorithm");
   fflush(f);
 }
 
@@ -287,6 +363,7 @@ void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
   int best = -1;
   double best_busbw = -1.0;
   double best_pct = NAN;
+  double best_floor = NAN;
   for (int a = 0; a < o->nalgs; a++) {
     bench_figures_t fig;
     bench_figures(run, row, a, &fig);
@@ -303,6 +380,7 @@ void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
       if (fig.busbw > best_busbw) {
         best_busbw = fig.busbw;
         best_pct = fig.pct_limit;
+        best_floor = fig.pct_floor;
         best = a;
       }
     }
@@ -322,14 +400,15 @@ void bench_table_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
   }
   bench_figures_t lim;
   bench_figures(run, row, 0, &lim);
-  fprintf(f, " | %10.2f %7.3f", row->limit_time * 1e6, lim.limit_bw);
+  fprintf(f, " | %10.2f %7.3f | %10.2f", row->limit_time * 1e6, lim.limit_bw,
+          row->floor_time * 1e6);
   if (best >= 0) {
-    fprintf(f, " | %7.3f %5.1f%%  %s", best_busbw, best_pct, o->algs[best]);
+    fprintf(f, " | %7.3f %5.1f%% %5.1f%%  %s", best_busbw, best_pct, best_floor, o->algs[best]);
     if (best == run->auto_index && row->auto_pick != NULL) {
       fprintf(f, " (%s)", row->auto_pick);
     }
   } else {
-    fprintf(f, " | %7s %6s  %s", "-", "-", "-");
+    fprintf(f, " | %7s %6s %6s  %s", "-", "-", "-", "-");
   }
   long failures = 0;
   for (int a = 0; a < o->nalgs; a++) {
@@ -361,28 +440,36 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
           o->inplace ? "in-place (MPIAR_IN_PLACE)" : "out-of-place");
   if (run->mpi_index >= 0) {
     fprintf(f, "# Speedup vs MPI_Allreduce, median over the sizes of each range (> 1: faster):\n");
-    fprintf(f, "#   %-20s %14s %14s %16s %18s\n", "algorithm", "small <=4 KiB", "medium",
-            "large >=4 MiB", "large busbw %limit");
-    fprintf(f, "#   %-20s %14d %14d %16d\n", "(sizes)", s.nrange[0], s.nrange[1], s.nrange[2]);
+    fprintf(f, "#   %-28s %14s %14s %16s %18s %18s\n", "algorithm", "small <=4 KiB", "medium",
+            "large >=4 MiB", "large busbw %limit", "large %floor");
+    fprintf(f, "#   %-28s %14d %14d %16d\n", "(sizes)", s.nrange[0], s.nrange[1], s.nrange[2]);
     for (int a = 0; a < o->nalgs; a++) {
       if (a == run->mpi_index) {
         continue;
       }
-      char c[4][24];
-      fprintf(f, "#   %-20s %14s %14s %16s %18s\n", o->algs[a], fmt_ratio(c[0], s.speedup[a][0]),
-              fmt_ratio(c[1], s.speedup[a][1]), fmt_ratio(c[2], s.speedup[a][2]),
-              fmt_pct(c[3], s.pct_large[a]));
+      char c[5][24];
+      fprintf(f, "#   %-28s %14s %14s %16s %18s %18s\n", o->algs[a],
+              fmt_ratio(c[0], s.speedup[a][0]), fmt_ratio(c[1], s.speedup[a][1]),
+              fmt_ratio(c[2], s.speedup[a][2]), fmt_pct(c[3], s.pct_large[a]),
+              fmt_pct(c[4], s.floor_large[a]));
     }
-    char c[24];
-    fprintf(f, "#   %-20s %14s %14s %16s %18s\n", "mpi", "", "", "",
-            fmt_pct(c, s.pct_large[run->mpi_index]));
+    char c[2][24];
+    fprintf(f, "#   %-28s %14s %14s %16s %18s %18s\n", "mpi", "", "", "",
+            fmt_pct(c[0], s.pct_large[run->mpi_index]),
+            fmt_pct(c[1], s.floor_large[run->mpi_index]));
   } else {
-    fprintf(f, "# Busbw in %% of the point-to-point limit at >= 4 MiB, median over sizes:\n");
+    fprintf(f, "# Busbw in %% of the point-to-point limit and time in %% of the memory floor at "
+               ">= 4 MiB, median over sizes:\n");
     for (int a = 0; a < o->nalgs; a++) {
-      char c[24];
-      fprintf(f, "#   %-20s %6s\n", o->algs[a], fmt_pct(c, s.pct_large[a]));
+      char c[2][24];
+      fprintf(f, "#   %-28s %6s %6s\n", o->algs[a], fmt_pct(c[0], s.pct_large[a]),
+              fmt_pct(c[1], s.floor_large[a]));
     }
   }
+  fprintf(f,
+          "# Node memory bandwidth of the floor: %.3f GB/s before the sweep, %.3f GB/s after "
+          "it (median of %d passes)\n",
+          run->node_bw / 1e9, run->node_bw_end / 1e9, run->node_passes_end);
   if (!isnan(s.limit_large)) {
     fprintf(f, "# Point-to-point limit at >= 4 MiB: %.3f GB/s (median over sizes)\n",
             s.limit_large);
@@ -425,8 +512,8 @@ void bench_table_summary(FILE *f, const bench_run_t *run) {
     fprintf(f, "#   mpi (MPI_Allreduce's own choice): median %.1f%%, worst %.1f%% at %s\n",
             100 * rm.median, 100 * rm.worst, bench_format_size(rm.worst_bytes, sz, sizeof sz));
   }
-  if (s.judge_targets) {
-    fprintf(f, "# Targets at p=2 (judged on auto):\n");
+  if (s.ntargets > 0) {
+    fprintf(f, "# Targets at p=2 (judged on %s):\n", s.judge_targets ? "auto" : "auto/shared");
     for (int t = 0; t < s.ntargets; t++) {
       fprintf(f, "#   %-62s %8.2f%s  target %s %.2f%s  %s\n", s.targets[t].what, s.targets[t].value,
               s.targets[t].unit, s.targets[t].at_most ? "<=" : ">=", s.targets[t].target,
@@ -442,7 +529,7 @@ void bench_csv_header(FILE *f) {
   fprintf(f, "bytes,count,dtype,op,nranks,inplace,algorithm,selected,iters,warmup,"
              "time_us_median,time_us_min,time_us_max,algbw_GBps,busbw_GBps,limit_bytes,"
              "limit_us,limit_GBps,busbw_pct_limit,speedup_vs_mpi,failures,limit_plan,"
-             "regret_vs_best\n");
+             "regret_vs_best,memory,floor_bytes,floor_us,node_GBps,floor_busbw_GBps,pct_floor\n");
 }
 
 /* A number, or an empty field where it is undefined, so that gnuplot and csv readers skip it. */
@@ -477,6 +564,11 @@ void bench_csv_row(FILE *f, const bench_run_t *run, const bench_row_t *row) {
     csv_num(f, "%.9g", fig.speedup);
     fprintf(f, ",%ld,%s", row->alg[a].failures, row->limit_plan ? row->limit_plan : "");
     csv_num(f, "%.9g", fig.regret);
+    fprintf(f, ",%s,%.0f", o->alg_shared[a] ? "shared" : "malloc", row->floor_bytes);
+    csv_num(f, "%.9g", row->floor_time * 1e6);
+    csv_num(f, "%.9g", run->node_bw / 1e9);
+    csv_num(f, "%.9g", fig.floor_busbw);
+    csv_num(f, "%.9g", fig.pct_floor);
     fputc('\n', f);
   }
   fflush(f);
@@ -538,7 +630,23 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
           "    \"speedup_vs_mpi\": \"median time of mpi / median time of the algorithm; > 1 "
           "is faster than MPI_Allreduce\",\n"
           "    \"regret_vs_best\": \"median time / the best column's median - 1, the best of "
-          "every algorithm and segment size (not auto, not mpi)\"\n  },\n");
+          "every algorithm and segment size (not auto, not mpi)\",\n"
+          "    \"floor\": \"the memory floor: bytes = 2 x ranks per node x bytes (every input "
+          "read and every output written once), time_us = bytes / the node's memory bandwidth "
+          "(memory_floor.node_GBps), busbw_GBps = the busbw of a call of that time\",\n"
+          "    \"pct_floor\": \"floor time / median time * 100\",\n"
+          "    \"memory\": \"malloc: ordinary buffers; shared: mpiar_alloc buffers (the "
+          "zero-copy path)\"\n  },\n");
+  fprintf(f, "  \"memory_floor\": {\"node_GBps\": ");
+  json_num(f, run->node_bw / 1e9);
+  fprintf(f, ", \"min_GBps\": ");
+  json_num(f, run->node_bw_min / 1e9);
+  fprintf(f, ", \"max_GBps\": ");
+  json_num(f, run->node_bw_max / 1e9);
+  fprintf(f, ", \"passes\": %d, \"end_node_GBps\": ", run->node_passes);
+  json_num(f, run->node_bw_end / 1e9);
+  fprintf(f, ", \"end_passes\": %d, \"buffer_bytes_per_rank\": %zu, \"ranks_per_node\": %d},\n",
+          run->node_passes_end, run->node_buffer, run->ranks_per_node);
   fprintf(f, "  \"algorithms\": [");
   for (int a = 0; a < o->nalgs; a++) {
     fprintf(f, "%s", a ? ", " : "");
@@ -561,6 +669,12 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     } else {
       fputs("null", f);
     }
+    fprintf(f, "},\n     \"floor\": {\"bytes\": %.0f, \"time_us\": ", row->floor_bytes);
+    json_num(f, row->floor_time * 1e6);
+    fprintf(f, ", \"busbw_GBps\": ");
+    bench_figures_t fl;
+    bench_figures(run, row, 0, &fl);
+    json_num(f, fl.floor_busbw);
     fprintf(f, "},\n     \"auto_selected\": ");
     if (row->auto_pick != NULL) {
       json_str(f, row->auto_pick);
@@ -606,6 +720,9 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
       json_num(f, fig.speedup);
       fprintf(f, ", \"regret_vs_best\": ");
       json_num(f, fig.regret);
+      fprintf(f, ", \"pct_floor\": ");
+      json_num(f, fig.pct_floor);
+      fprintf(f, ", \"memory\": \"%s\"", o->alg_shared[a] ? "shared" : "malloc");
       fprintf(f, ", \"failures\": %ld}", row->alg[a].failures);
     }
     fprintf(f, "}}");
@@ -636,6 +753,13 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     json_str(f, o->algs[a]);
     fprintf(f, ": ");
     json_num(f, s.pct_large[a]);
+  }
+  fprintf(f, "},\n    \"large_pct_floor\": {");
+  for (int a = 0; a < o->nalgs; a++) {
+    fprintf(f, "%s", a ? ", " : "");
+    json_str(f, o->algs[a]);
+    fprintf(f, ": ");
+    json_num(f, s.floor_large[a]);
   }
   fprintf(f, "},\n    \"large_limit_GBps\": ");
   json_num(f, s.limit_large);
