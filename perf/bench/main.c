@@ -572,6 +572,45 @@ static double buffer_bytes(const bench_state_t *st) {
 #define FLOOR_PASSES_END 3
 
 /*
+ * The last-level cache of this CPU in bytes, from sysfs (the kernel's view: glibc's
+ * sysconf(_SC_LEVEL3_CACHE_SIZE) reports the whole package's on some AMD parts, e.g. 384 MiB for a
+ * 32 MiB L3 seen by a virtual machine); sysconf where sysfs says nothing, 0 if neither knows.
+ */
+static size_t last_level_cache(void) {
+  size_t best = 0;
+  int best_level = 0;
+  for (int i = 0; i < 16; i++) {
+    char path[96];
+    int level = 0;
+    char size[32] = "";
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+      continue;
+    }
+    int ok = fscanf(f, "%d", &level) == 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+    f = fopen(path, "r");
+    if (f == NULL) {
+      continue;
+    }
+    ok = ok && fscanf(f, "%31s", size) == 1;
+    fclose(f);
+    size_t bytes = 0;
+    if (ok && level > best_level && tool_parse_size(size, &bytes) == 0) {
+      best_level = level;
+      best = bytes;
+    }
+  }
+  if (best == 0) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    best = l3 > 0 ? (size_t)l3 : 0;
+  }
+  return best;
+}
+
+/*
  * Bytes per rank of the bandwidth pass: by default the node's ranks together stream through
  * twice the last-level cache (so what they touch cannot stay in it), and each at least 64 MiB.
  */
@@ -579,11 +618,7 @@ static size_t floor_buffer_bytes(const bench_opts_t *o, int local) {
   if (o->floor_buffer != 0) {
     return o->floor_buffer / sizeof(uint64_t) * sizeof(uint64_t);
   }
-  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (llc <= 0) {
-    llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  }
-  size_t per_rank = llc > 0 ? 2 * (size_t)llc / (size_t)(local > 0 ? local : 1) : 0;
+  size_t per_rank = 2 * last_level_cache() / (size_t)(local > 0 ? local : 1);
   size_t lo = (size_t)64 << 20;
   per_rank = per_rank < lo ? lo : per_rank;
   return (per_rank + 4095) / 4096 * 4096;

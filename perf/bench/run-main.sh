@@ -2,9 +2,13 @@
 # The main job of mpiar: mpiar-bench on 2 ranks over 4 B..256 MiB for float32 sum with every
 # algorithm, `auto` and MPI_Allreduce, out of place; then the same algorithms (without the segment
 # columns) in place over 4 B..64 MiB, the form in which training reduces its gradients (kvstore,
-# DDP, the Python optimizer). Writes OUT_DIR/bench.csv, bench.json and the plots (busbw, latency,
-# speedup as PNG and SVG) of the first run, OUT_DIR/in-place/ with the same for the second, and
-# summary.txt with both tables (each says which form it measured), and prints them.
+# DDP, the Python optimizer); then the same algorithms on node-shared buffers (`-m shared`:
+# mpiar_alloc, the zero-copy path) beside `auto` on ordinary buffers and MPI_Allreduce at the
+# sizes of the shared path's targets (8 B, 16 MiB, 64 MiB) and a few between. Every run prints
+# the memory floor beside the point-to-point limit. Writes OUT_DIR/bench.csv, bench.json and the
+# plots (busbw, latency, speedup as PNG and SVG) of the first run, OUT_DIR/in-place/ and
+# OUT_DIR/shared/ with the same for the others, and summary.txt with the three tables (each says
+# which form it measured), and prints them.
 #
 # Usage: perf/bench/run-main.sh BUILD_DIR OUT_DIR [more mpiar-bench options]
 # Environment: NP (ranks, default 2), MPIEXEC (default: the one CMake found), MPIEXEC_FLAGS.
@@ -36,7 +40,7 @@ if "$mpiexec" --version 2>&1 | grep -q -E 'Open MPI|OpenRTE'; then
   flags+=(--oversubscribe --allow-run-as-root)
 fi
 
-mkdir -p "$out/in-place"
+mkdir -p "$out/in-place" "$out/shared"
 start=$(date +%s)
 : > "$out/summary.txt"
 
@@ -44,6 +48,8 @@ start=$(date +%s)
 run_bench() {
   local dir=$1
   shift
+  local t0
+  t0=$(date +%s)
   set +e
   "$mpiexec" "${flags[@]}" -n "${NP:-2}" "$bench" -d float32 -o sum \
     --csv "$dir/bench.csv" --json "$dir/bench.json" "$@" | tee -a "$out/summary.txt"
@@ -53,6 +59,7 @@ run_bench() {
     echo "$0: mpiar-bench failed with exit code $rc" >&2
     exit "$rc"
   fi
+  echo "# this run: $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
 }
 
 run_bench "$out" -b 4 -e 256M -f 2 "$@"
@@ -63,12 +70,23 @@ for arg in "$@"; do
   case "$arg" in -a* | --segments* | --no-segments) shape=() ;; esac
 done
 run_bench "$out/in-place" --in-place "${shape[@]}" -b 4 -e 64M -f 4 "$@"
+echo | tee -a "$out/summary.txt"
+# -m shared leaves the segment columns out itself (the zero-copy path has no segments); its sizes
+# are the targets' unless the options give sizes.
+sizes=(--sizes 8,4K,256K,4M,16M,64M)
+for arg in "$@"; do
+  case "$arg" in -b* | -e* | -f* | --sizes*) sizes=() ;; esac
+done
+run_bench "$out/shared" -m shared "${sizes[@]}" "$@"
 
 if command -v gnuplot > /dev/null; then
   gnuplot -c "$here/plot.gp" "$out/bench.csv" "$out"
   gnuplot -c "$here/plot.gp" "$out/in-place/bench.csv" "$out/in-place"
-  echo "# plots: $out/busbw.png $out/latency.png $out/speedup.png (and .svg), in place in $out/in-place/"
+  gnuplot -c "$here/plot.gp" "$out/shared/bench.csv" "$out/shared"
+  echo "# plots: $out/busbw.png $out/latency.png $out/speedup.png (and .svg), in place in" \
+    "$out/in-place/, on shared buffers in $out/shared/"
 else
   echo "$0: gnuplot not found: no plots (install gnuplot-nox)" >&2
 fi
-echo "# results: $out/bench.csv $out/bench.json $out/in-place/ $out/summary.txt ($(( $(date +%s) - start )) s)"
+echo "# results: $out/bench.csv $out/bench.json $out/in-place/ $out/shared/ $out/summary.txt" \
+  "($(( $(date +%s) - start )) s)"
