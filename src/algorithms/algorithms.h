@@ -223,6 +223,12 @@ double mpiar__cost_swing_md_latency_k(int d, int nranks, size_t bytes, size_t el
                                       size_t segment_bytes, const mpiar__cost_params_t *c,
                                       const mpiar__topology_t *topo);
 
+/* The multi-port bucket algorithm (bucket.c) on swing_md's grid of d dimensions: 2 d
+ * multi-dimensional rings on parts of the vector, two directions per dimension. Named only. */
+int mpiar__build_bucket_k(mpiar__schedule_t *s, int d);
+double mpiar__cost_bucket_k(int d, int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                            const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+
 /* Closed-form costs (the formulas in each builder's file header). */
 double mpiar__cost_ring(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                         const mpiar__cost_params_t *c, const mpiar__topology_t *topo);

@@ -32,6 +32,10 @@ K_BIND(swing_md, 4)
 K_BIND(swing_md_latency, 2)
 K_BIND(swing_md_latency, 3)
 K_BIND(swing_md_latency, 4)
+K_BIND(bucket, 1)
+K_BIND(bucket, 2)
+K_BIND(bucket, 3)
+K_BIND(bucket, 4)
 
 #define RM_PARAM \
   { "k", 2, 8, 4 }
@@ -45,6 +49,11 @@ K_BIND(swing_md_latency, 4)
   { "d", 1, 4, 2 }
 #define SWING_MD_LAT_PARAM \
   { "d", 2, 4, 2 }
+#define BUCKET_PARAM \
+  { "d", 1, 4, 2 }
+#define BUCKET_FLAGS                                                    \
+  (MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT | MPIAR__ALG_PAIR_EXACT | \
+   MPIAR__ALG_ORDER_BY_POSITION)
 /* An entry for k = V of a parameterised algorithm. */
 #define K_ENTRY(alg, k, flags, param, repro_name)                                    \
   {                                                                                  \
@@ -143,6 +152,11 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "multi-dimensional Swing, full-vector exchanges swinging in one grid dimension per step "
      "(d = 2..4, default 2); small messages; named only",
      SWING_MD_LAT_PARAM, 2, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"bucket", build_bucket_2, cost_bucket_2, BUCKET_FLAGS,
+     "multi-port bucket: 2d multi-dimensional rings (reduce-scatter along each dimension in turn, "
+     "allgather back) on parts of the vector, one per dimension and direction, on swing_md's grid "
+     "(d = 1..4, default 2); every torus link busy; named only",
+     BUCKET_PARAM, 2, NULL, .index = __COUNTER__, .repro = "repro_rabenseifner"},
 };
 const int mpiar__algorithm_count = (int)(sizeof mpiar__algorithms / sizeof mpiar__algorithms[0]);
 
@@ -186,6 +200,9 @@ const mpiar__algorithm_t mpiar__algorithm_instances[] = {
             "repro_rabenseifner"),
     D_ENTRY(swing_md_latency, 4, MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT, SWING_MD_LAT_PARAM,
             "repro_rabenseifner"),
+    D_ENTRY(bucket, 1, BUCKET_FLAGS, BUCKET_PARAM, "repro_rabenseifner"),
+    D_ENTRY(bucket, 3, BUCKET_FLAGS, BUCKET_PARAM, "repro_rabenseifner"),
+    D_ENTRY(bucket, 4, BUCKET_FLAGS, BUCKET_PARAM, "repro_rabenseifner"),
 };
 const int mpiar__algorithm_instance_count =
     (int)(sizeof mpiar__algorithm_instances / sizeof mpiar__algorithm_instances[0]);
