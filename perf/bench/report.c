@@ -3,6 +3,7 @@
  * calls MPI; main.c hands over rows whose times are already the maximum over ranks.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +182,22 @@ static void shared_targets(const bench_run_t *run, summary_t *s) {
   }
 }
 
+/* The median over the sizes of range @p g of one figure of column @p a (the field at @p field of
+ * bench_figures_t), sizes where it is undefined left out; @p buf holds nrows doubles. */
+static double range_median(const bench_run_t *run, int a, int g, size_t field, double *buf) {
+  int n = 0;
+  for (int r = 0; r < run->nrows; r++) {
+    bench_figures_t f;
+    bench_figures(run, &run->rows[r], a, &f);
+    double v;
+    memcpy(&v, (const char *)&f + field, sizeof v);
+    if (size_range(run->rows[r].bytes) == g && !isnan(v)) {
+      buf[n++] = v;
+    }
+  }
+  return median_inplace(buf, n);
+}
+
 static void summarize(const bench_run_t *run, summary_t *s) {
   const int nalgs = run->opts->nalgs;
   const int nrows = run->nrows;
@@ -200,44 +217,12 @@ static void summarize(const bench_run_t *run, summary_t *s) {
   }
   for (int a = 0; a < nalgs; a++) {
     for (int g = 0; g < 3; g++) {
-      int n = 0;
-      for (int r = 0; r < nrows; r++) {
-        bench_figures_t f;
-        bench_figures(run, &run->rows[r], a, &f);
-        if (size_range(run->rows[r].bytes) == g && !isnan(f.speedup)) {
-          buf[n++] = f.speedup;
-        }
-      }
-      s->speedup[a][g] = median_inplace(buf, n);
+      s->speedup[a][g] = range_median(run, a, g, offsetof(bench_figures_t, speedup), buf);
     }
-    int n = 0;
-    for (int r = 0; r < nrows; r++) {
-      bench_figures_t f;
-      bench_figures(run, &run->rows[r], a, &f);
-      if (size_range(run->rows[r].bytes) == 2 && !isnan(f.pct_limit)) {
-        buf[n++] = f.pct_limit;
-      }
-    }
-    s->pct_large[a] = median_inplace(buf, n);
-    n = 0;
-    for (int r = 0; r < nrows; r++) {
-      bench_figures_t f;
-      bench_figures(run, &run->rows[r], a, &f);
-      if (size_range(run->rows[r].bytes) == 2 && !isnan(f.pct_floor)) {
-        buf[n++] = f.pct_floor;
-      }
-    }
-    s->floor_large[a] = median_inplace(buf, n);
+    s->pct_large[a] = range_median(run, a, 2, offsetof(bench_figures_t, pct_limit), buf);
+    s->floor_large[a] = range_median(run, a, 2, offsetof(bench_figures_t, pct_floor), buf);
   }
-  int n = 0;
-  for (int r = 0; r < nrows; r++) {
-    bench_figures_t f;
-    bench_figures(run, &run->rows[r], 0, &f);
-    if (size_range(run->rows[r].bytes) == 2 && !isnan(f.limit_bw)) {
-      buf[n++] = f.limit_bw;
-    }
-  }
-  s->limit_large = median_inplace(buf, n);
+  s->limit_large = range_median(run, 0, 2, offsetof(bench_figures_t, limit_bw), buf);
 
   const int ai = run->auto_index;
   const int mi = run->mpi_index;
@@ -258,7 +243,7 @@ static void summarize(const bench_run_t *run, summary_t *s) {
   }
   if (s->judge_targets) {
     /* The targets are judged on `auto`, the algorithm users get by default. */
-    n = 0;
+    int n = 0;
     for (int r = 0; r < nrows; r++) {
       if (size_range(run->rows[r].bytes) == 0) {
         buf[n++] = run->rows[r].alg[ai].median / run->rows[r].alg[mi].median;
