@@ -321,7 +321,7 @@ typedef struct prepared {
   mpiar__context_t *ctx;
   mpiar__request_t *r;
   mpiar__call_entry_t *entry;
-  int persistent; /* set by the caller: a persistent request never takes the zero-copy path */
+  int persistent; /* set by the caller */
   int shm;        /* the zero-copy path (core/shm.c): no request, sc is the call */
   mpiar__shm_call_t sc;
 } prepared_t;
@@ -351,9 +351,11 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
     goto fail;
   }
   int in_place = call_in_place(c);
-  if (MPIAR__UNLIKELY(ctx->shm != NULL) && c->coll == MPIAR__COLL_ALLREDUCE && !p->persistent) {
+  if (MPIAR__UNLIKELY(ctx->shm != NULL)) {
     /* Buffers in mpiar_alloc memory of this communicator: the zero-copy path. */
-    p->sc = (mpiar__shm_call_t){.in = in_place ? NULL : c->in,
+    p->sc = (mpiar__shm_call_t){.coll = c->coll,
+                                .root = c->root,
+                                .in = in_place ? NULL : c->in,
                                 .out = c->out,
                                 .count = c->count,
                                 .dtype = c->dtype,
@@ -478,7 +480,7 @@ static int run_blocking(call_t *c, int no_options) {
   prepared_t p = {.persistent = 0};
   int rc = prepare(c, 1, &p);
   if (rc == MPIAR_SUCCESS && p.shm) {
-    rc = mpiar__shm_allreduce(p.ctx, &p.sc);
+    rc = mpiar__shm_run(p.ctx, &p.sc);
     mpiar__context_leave(p.ctx);
     return rc;
   }
@@ -531,7 +533,7 @@ static int run_request(call_t *c, int persistent, mpiar_request_t *req) {
     return rc;
   }
   if (p.shm) {
-    rc = mpiar__shm_iallreduce(p.ctx, &p.sc, req);
+    rc = persistent ? mpiar__shm_init(p.ctx, &p.sc, req) : mpiar__shm_start(p.ctx, &p.sc, req);
     mpiar__context_leave(p.ctx);
     return rc;
   }
@@ -718,6 +720,9 @@ int mpiar_start(mpiar_request_t *req) {
     return mpiar__error(MPIAR_ERR_INVALID_ARG,
                         "mpiar_start: the request is active (complete it with mpiar_wait or "
                         "mpiar_test first)");
+  }
+  if (r->greq != NULL) {
+    return mpiar__grequest_restart(r); /* a persistent zero-copy collective (core/shm.c) */
   }
   rc = mpiar__context_enter_ctx(mpiar__ctx_of(r));
   if (rc != MPIAR_SUCCESS) {

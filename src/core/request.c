@@ -323,6 +323,7 @@ void mpiar__handle_release(mpiar_request_t *req) {
  */
 struct mpiar__grequest {
   mpiar__gpoll_fn poll;
+  mpiar__gstart_fn start; /* a persistent one's, else NULL */
   mpiar__gfree_fn free_fn;
   void *state;
 };
@@ -332,8 +333,9 @@ typedef struct grequest_block {
   struct mpiar__grequest hook;
 } grequest_block_t;
 
-int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
-                          mpiar_request_t *out) {
+/* A generalized request's block with its handle, in state @p state (the hook set). */
+static int grequest_new(mpiar__gpoll_fn poll, mpiar__gstart_fn start, mpiar__gfree_fn free_fn,
+                        void *state, int rstate, mpiar_request_t *out) {
   grequest_block_t *b = NULL;
   if (posix_memalign((void **)&b, 64, sizeof *b) != 0) {
     return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
@@ -347,12 +349,34 @@ int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *s
   __atomic_fetch_add(&mpiar__requests_allocated, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&mpiar__requests_live, 1, __ATOMIC_RELAXED);
   b->hook.poll = poll;
+  b->hook.start = start;
   b->hook.free_fn = free_fn;
   b->hook.state = state;
   r->magic = MPIAR__REQUEST_MAGIC;
   r->greq = &b->hook;
-  r->state = MPIAR__REQ_ACTIVE;
+  r->persistent = start != NULL;
+  r->state = rstate;
   return MPIAR_SUCCESS;
+}
+
+int mpiar__grequest_start(mpiar__gpoll_fn poll, mpiar__gfree_fn free_fn, void *state,
+                          mpiar_request_t *out) {
+  return grequest_new(poll, NULL, free_fn, state, MPIAR__REQ_ACTIVE, out);
+}
+
+int mpiar__grequest_init(mpiar__gpoll_fn poll, mpiar__gstart_fn start, mpiar__gfree_fn free_fn,
+                         void *state, mpiar_request_t *out) {
+  return grequest_new(poll, start, free_fn, state, MPIAR__REQ_INACTIVE, out);
+}
+
+int mpiar__grequest_restart(mpiar__request_t *r) {
+  int rc = r->greq->start(r->greq->state);
+  if (rc == MPIAR_SUCCESS) {
+    r->rc = MPIAR_SUCCESS;
+    r->detail[0] = '\0';
+    r->state = MPIAR__REQ_ACTIVE;
+  }
+  return rc;
 }
 
 /* ---- completion ---- */
@@ -461,7 +485,9 @@ static int collect(mpiar_request_t *req, mpiar__request_t *r) {
   int rc = r->rc;
   char detail[512];
   snprintf(detail, sizeof detail, "%s", r->detail);
-  if (r->greq != NULL) {
+  if (r->greq != NULL && r->persistent) {
+    r->state = MPIAR__REQ_INACTIVE;
+  } else if (r->greq != NULL) {
     r->magic = 0;
     if (r->greq->free_fn != NULL) {
       r->greq->free_fn(r->greq->state);

@@ -48,6 +48,8 @@ typedef struct shm_entry {
   uint64_t in_off, out_off;
   int32_t in_id, out_id;
   int32_t dtype, op;
+  int32_t coll, root; /* the collective (mpiar__coll_t) and a broadcast's root */
+  int32_t in_place;   /* the input lies in the receive buffer (in_id, in_off unused) */
   _Alignas(64) char payload[SHM_INLINE_BYTES]; /* the input of an inline call */
   _Alignas(64) uint64_t done; /* the number, released once this rank's share is written */
   char pad1[64 - 8];
@@ -153,15 +155,43 @@ int mpiar__shm_note_engine(mpiar__context_t *ctx) {
   return rc;
 }
 
+static const char *const coll_names[] = {"allreduce", "bcast", "reduce_scatter_block",
+                                         "allgather"};
+
+static const char *coll_name(int coll) {
+  return coll >= 0 && coll < (int)(sizeof coll_names / sizeof coll_names[0]) ? coll_names[coll]
+                                                                              : "?";
+}
+
+/*
+ * The bytes a rank's receive buffer spans (*out) and its send buffer (*in, 0 in place), for @p
+ * count, @p es-byte elements on @p p ranks: a reduce-scatter's input and an allgather's output
+ * hold p blocks, and in place a reduce-scatter reads its input from the receive buffer.
+ */
+static void call_bytes(int coll, size_t count, size_t es, int p, int in_place, size_t *in,
+                       size_t *out) {
+  size_t n = count * es, all = n * (size_t)p;
+  *in = in_place || coll == MPIAR__COLL_BCAST ? 0 : coll == MPIAR__COLL_REDUCE_SCATTER ? all : n;
+  *out = coll == MPIAR__COLL_ALLGATHER || (coll == MPIAR__COLL_REDUCE_SCATTER && in_place) ? all
+                                                                                          : n;
+}
+
+/* The bytes each rank contributes (an inline call's payload): the whole input. */
+static size_t input_bytes(int coll, size_t count, size_t es, int p) {
+  return coll == MPIAR__COLL_REDUCE_SCATTER ? count * es * (size_t)p : count * es;
+}
+
 int mpiar__shm_eligible(mpiar__context_t *ctx, mpiar__shm_call_t *call) {
   mpiar__shm_domain_t *dom = ctx->shm;
-  size_t bytes = call->count * mpiar_dtype_size(call->dtype);
   if (!dom->whole || call->count == 0) {
     return 0;
   }
+  size_t in_bytes, out_bytes;
+  call_bytes(call->coll, call->count, mpiar_dtype_size(call->dtype), dom->nsize, call->in == NULL,
+             &in_bytes, &out_bytes);
   pthread_mutex_lock(&table_lock);
-  shm_alloc_t *out = table_lookup(call->out, bytes);
-  shm_alloc_t *in = call->in == NULL ? out : table_lookup(call->in, bytes);
+  shm_alloc_t *out = table_lookup(call->out, out_bytes);
+  shm_alloc_t *in = call->in == NULL ? out : table_lookup(call->in, in_bytes);
   int ok = out != NULL && in != NULL && out->dom == dom && in->dom == dom;
   if (ok) {
     call->out_id = out->id;
@@ -173,7 +203,7 @@ int mpiar__shm_eligible(mpiar__context_t *ctx, mpiar__shm_call_t *call) {
   return ok;
 }
 
-enum { PHASE_ARRIVE, PHASE_REDUCE, PHASE_DONE, PHASE_FINISHED };
+enum { PHASE_ARRIVE, PHASE_WORK, PHASE_DONE, PHASE_FINISHED };
 
 typedef struct shm_op {
   mpiar__context_t *ctx;
@@ -184,7 +214,7 @@ typedef struct shm_op {
   int phase;
   int next; /* the first rank not yet seen (arrival, then done) */
   int rc;
-  int held; /* a nonblocking operation holds a reference on its context */
+  int held; /* a request's operation holds a reference on its context */
   double deadline; /* 0: none */
   unsigned polls;
   int inline_call; /* the input travels in the entry (SHM_INLINE_BYTES) */
@@ -341,20 +371,19 @@ static char *scratch_get(mpiar__shm_domain_t *dom, size_t need) {
   return dom->scratch;
 }
 
-/* This rank's share: elements [lo, hi) reduced from every rank's input, written to every rank's
- * output. */
-static int reduce_share(shm_op_t *o) {
+/*
+ * Elements [lo, hi) of the reduction, read at element src0 + i of every rank's input, written at
+ * element i of each of the @p ndst buffers @p dsts (in blocks whose temporaries stay in L1/L2:
+ * a block's inputs are all read before its outputs are written, so an output may be an input).
+ */
+static int reduce_range(shm_op_t *o, size_t src0, size_t lo, size_t hi, char *const *dsts,
+                        int ndst, int stream) {
   const mpiar__shm_call_t *c = &o->call;
-  int p = o->dom->nsize, me = o->dom->nrank;
-  size_t es = mpiar_dtype_size(c->dtype);
-  size_t unit = es >= 64 ? 1 : 64 / es; /* shares start on cache lines of the buffers */
-  size_t units = (c->count + unit - 1) / unit;
-  size_t lo = units * (size_t)me / (size_t)p * unit;
-  size_t hi = units * (size_t)(me + 1) / (size_t)p * unit;
-  hi = hi < c->count ? hi : c->count;
+  int p = o->dom->nsize;
   if (lo >= hi) {
     return MPIAR_SUCCESS;
   }
+  size_t es = mpiar_dtype_size(c->dtype);
   mpiar_op_t kop = c->op == MPIAR_AVG ? MPIAR_SUM : c->op;
   size_t block = SHM_BLOCK_BYTES / es;
   block = block < hi - lo ? block : hi - lo;
@@ -365,23 +394,22 @@ static int reduce_share(shm_op_t *o) {
   if (p > 1 && scratch_get(dom, need) == NULL) {
     return MPIAR_ERR_NOMEM;
   }
-  int stream = (hi - lo) * es * (size_t)p >= SHM_STREAM_BYTES;
   const char *x[256];
   const char **xs = p <= 256 ? x : malloc((size_t)p * sizeof *xs);
   if (xs == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d input pointers", p);
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy %s: %d input pointers", coll_name(c->coll), p);
   }
   for (size_t off = lo; off < hi; off += block) {
     size_t n = hi - off < block ? hi - off : block;
     for (int q = 0; q < p; q++) {
-      xs[q] = o->ins[q] + off * es;
+      xs[q] = o->ins[q] + (src0 + off) * es;
     }
     const char *res = canonical_block(xs, p, n, c->dtype, kop, dom->scratch, stride);
     if (c->op == MPIAR_AVG && p > 1) {
       mpiar__divide((char *)res, res, n, c->dtype, (double)p);
     }
-    for (int q = 0; q < p; q++) {
-      char *dst = o->outs[q] + off * es;
+    for (int k = 0; k < ndst; k++) {
+      char *dst = dsts[k] + off * es;
       if (dst != res) {
         put(dst, res, n * es, stream);
       }
@@ -390,19 +418,70 @@ static int reduce_share(shm_op_t *o) {
   if (xs != x) {
     free(xs);
   }
+  return MPIAR_SUCCESS;
+}
+
+/*
+ * This rank's part of the work once every rank has arrived (the buffers mapped):
+ * - allreduce: its share [lo, hi) of the vector reduced from every input into every output;
+ * - reduce-scatter: its own block reduced from every input into its output (in place: into its
+ *   block's place first, since rank 0 still reads the start of this buffer; moved at the end);
+ * - broadcast: the root's buffer copied into its own;
+ * - allgather: every rank's block copied from its owner's input into its own output.
+ * Non-temporal stores when the rank writes at least SHM_STREAM_BYTES (fenced here).
+ */
+static int do_work(shm_op_t *o) {
+  const mpiar__shm_call_t *c = &o->call;
+  int p = o->dom->nsize, me = o->dom->nrank;
+  size_t es = mpiar_dtype_size(c->dtype), n = c->count * es;
+  int stream = 0, rc = MPIAR_SUCCESS;
+  switch (c->coll) {
+    case MPIAR__COLL_ALLREDUCE: {
+      size_t unit = es >= 64 ? 1 : 64 / es; /* shares start on cache lines of the buffers */
+      size_t units = (c->count + unit - 1) / unit;
+      size_t lo = units * (size_t)me / (size_t)p * unit;
+      size_t hi = units * (size_t)(me + 1) / (size_t)p * unit;
+      hi = hi < c->count ? hi : c->count;
+      stream = lo < hi && (hi - lo) * es * (size_t)p >= SHM_STREAM_BYTES;
+      rc = reduce_range(o, 0, lo, hi, o->outs, p, stream);
+      break;
+    }
+    case MPIAR__COLL_REDUCE_SCATTER: {
+      char *dst = o->outs[me] + (c->in == NULL ? (size_t)me * n : 0);
+      stream = n >= SHM_STREAM_BYTES;
+      rc = reduce_range(o, (size_t)me * c->count, 0, c->count, &dst, 1, stream);
+      break;
+    }
+    case MPIAR__COLL_BCAST:
+      stream = n >= SHM_STREAM_BYTES;
+      if (me != c->root) {
+        put(o->outs[me], o->ins[c->root], n, stream);
+      }
+      break;
+    case MPIAR__COLL_ALLGATHER:
+      stream = n * (size_t)p >= SHM_STREAM_BYTES;
+      for (int q = 0; q < p; q++) {
+        char *dst = o->outs[me] + (size_t)q * n;
+        if (dst != o->ins[q]) {
+          put(dst, o->ins[q], n, stream);
+        }
+      }
+      break;
+    default:
+      break;
+  }
 #if defined(__x86_64__)
   if (stream) {
     _mm_sfence(); /* the non-temporal stores before `done` is released */
   }
 #endif
-  return MPIAR_SUCCESS;
+  return rc;
 }
 
 static const char *path_name(uint64_t st) {
   switch (st & 3) {
     case PATH_ENGINE:
-      return "the MPI path (its buffers are not all in mpiar_alloc memory of this communicator, "
-             "or the call is persistent)";
+      return "the MPI path (its buffers are not all in mpiar_alloc memory of this communicator)";
     case PATH_FAILED:
       return "a failure";
     default:
@@ -410,58 +489,90 @@ static const char *path_name(uint64_t st) {
   }
 }
 
-/* Every rank's entry arrived: check its arguments and map its buffers. */
-static int map_buffers(shm_op_t *o) {
+/* Every rank's entry arrived: the same collective, root, count, datatype and operation? */
+static int check_args(shm_op_t *o) {
   mpiar__shm_domain_t *dom = o->dom;
   const mpiar__shm_call_t *c = &o->call;
-  size_t bytes = c->count * mpiar_dtype_size(c->dtype);
   for (int q = 0; q < dom->nsize; q++) {
     const shm_entry_t *e = &dom->ctl[q]->e[o->slot];
+    if (e->coll != (int32_t)c->coll || e->root != (int32_t)c->root) {
+      return mpiar__error(MPIAR_ERR_MISMATCH,
+                          "zero-copy operation %llu: rank %d runs %s (root %d) but rank %d runs "
+                          "%s (root %d)",
+                          (unsigned long long)o->seq, q, coll_name(e->coll), (int)e->root,
+                          dom->nrank, coll_name(c->coll), c->root);
+    }
     if (e->count != c->count || e->dtype != (int32_t)c->dtype || e->op != (int32_t)c->op) {
       const char *what = e->count != c->count ? "count" : e->dtype != (int32_t)c->dtype ? "datatype"
                                                                                           : "operation";
       return mpiar__error(MPIAR_ERR_MISMATCH,
-                          "zero-copy allreduce %llu: the %s differs between rank %d (count %llu, "
-                          "%s, %s) and rank %d (count %zu, %s, %s)",
-                          (unsigned long long)o->seq, what, q, (unsigned long long)e->count,
+                          "zero-copy %s %llu: the %s differs between rank %d (count %llu, %s, %s) "
+                          "and rank %d (count %zu, %s, %s)",
+                          coll_name(c->coll), (unsigned long long)o->seq, what, q,
+                          (unsigned long long)e->count,
                           mpiar_dtype_name((mpiar_dtype_t)e->dtype)
                               ? mpiar_dtype_name((mpiar_dtype_t)e->dtype)
                               : "?",
                           mpiar_op_name((mpiar_op_t)e->op) ? mpiar_op_name((mpiar_op_t)e->op) : "?",
                           dom->nrank, c->count, mpiar_dtype_name(c->dtype), mpiar_op_name(c->op));
     }
-    const int ids[2] = {e->in_id, e->out_id};
-    const uint64_t offs[2] = {e->in_off, e->out_off};
-    char *where[2];
-    for (int k = 0; k < 2; k++) {
-      shm_alloc_t *al = ids[k] >= 0 && ids[k] < dom->nallocs ? dom->allocs[ids[k]] : NULL;
-      if (al == NULL || offs[k] > al->size[q] || bytes > al->size[q] - offs[k]) {
-        return mpiar__error(MPIAR_ERR_MISMATCH,
-                            "zero-copy allreduce %llu: rank %d's buffer (allocation %d, offset "
-                            "%llu, %zu bytes) is not in memory this rank maps",
-                            (unsigned long long)o->seq, q, ids[k], (unsigned long long)offs[k],
-                            bytes);
-      }
-      where[k] = al->base[q] + offs[k];
-    }
-    o->ins[q] = where[0];
-    o->outs[q] = where[1];
   }
   return MPIAR_SUCCESS;
 }
 
-/* Every rank's entry arrived with its input inline: check the arguments, reduce the whole
- * vector in the canonical order from the entries, write this rank's receive buffer. */
-static int reduce_inline(shm_op_t *o) {
+/* Every rank's entry arrived with the same arguments: map every rank's buffers. */
+static int map_buffers(shm_op_t *o) {
   mpiar__shm_domain_t *dom = o->dom;
   const mpiar__shm_call_t *c = &o->call;
-  int p = dom->nsize;
-  for (int q = 0; q < p; q++) {
+  size_t es = mpiar_dtype_size(c->dtype), n = c->count * es;
+  for (int q = 0; q < dom->nsize; q++) {
     const shm_entry_t *e = &dom->ctl[q]->e[o->slot];
-    if (e->count != c->count || e->dtype != (int32_t)c->dtype || e->op != (int32_t)c->op) {
-      return map_buffers(o); /* names the difference */
+    size_t bytes[2];
+    call_bytes(c->coll, c->count, es, dom->nsize, e->in_place, &bytes[0], &bytes[1]);
+    const int ids[2] = {e->in_id, e->out_id};
+    const uint64_t offs[2] = {e->in_off, e->out_off};
+    char *where[2] = {NULL, NULL};
+    for (int k = e->in_place ? 1 : 0; k < 2; k++) {
+      shm_alloc_t *al = ids[k] >= 0 && ids[k] < dom->nallocs ? dom->allocs[ids[k]] : NULL;
+      if (al == NULL || offs[k] > al->size[q] || bytes[k] > al->size[q] - offs[k]) {
+        return mpiar__error(MPIAR_ERR_MISMATCH,
+                            "zero-copy %s %llu: rank %d's buffer (allocation %d, offset %llu, %zu "
+                            "bytes) is not in memory this rank maps",
+                            coll_name(c->coll), (unsigned long long)o->seq, q, ids[k],
+                            (unsigned long long)offs[k], bytes[k]);
+      }
+      where[k] = al->base[q] + offs[k];
     }
+    o->outs[q] = where[1];
+    /* In place, the input is the receive buffer (an allgather's block at its rank's place). */
+    o->ins[q] = !e->in_place                        ? where[0]
+                : c->coll == MPIAR__COLL_ALLGATHER ? where[1] + (size_t)q * n
+                                                    : where[1];
   }
+  return MPIAR_SUCCESS;
+}
+
+/* Every rank's entry arrived with its input inline (and the same arguments): this rank's result
+ * from the entries' payloads into its own receive buffer. */
+static int run_inline(shm_op_t *o) {
+  mpiar__shm_domain_t *dom = o->dom;
+  const mpiar__shm_call_t *c = &o->call;
+  int p = dom->nsize, me = dom->nrank;
+  size_t n = c->count * mpiar_dtype_size(c->dtype);
+  if (c->coll == MPIAR__COLL_BCAST) {
+    if (me != c->root) {
+      memcpy(c->out, dom->ctl[c->root]->e[o->slot].payload, n);
+    }
+    return MPIAR_SUCCESS;
+  }
+  if (c->coll == MPIAR__COLL_ALLGATHER) {
+    for (int q = 0; q < p; q++) {
+      memcpy((char *)c->out + (size_t)q * n, dom->ctl[q]->e[o->slot].payload, n);
+    }
+    return MPIAR_SUCCESS;
+  }
+  /* Allreduce (the whole vector) or reduce-scatter (this rank's block). */
+  size_t at = c->coll == MPIAR__COLL_REDUCE_SCATTER ? (size_t)me * n : 0;
   int ntmp = (31 - __builtin_clz((unsigned)p)) + 3;
   char *tmp = scratch_get(dom, (size_t)ntmp * SHM_INLINE_BYTES);
   if (tmp == NULL) {
@@ -470,22 +581,21 @@ static int reduce_inline(shm_op_t *o) {
   const char *x[256];
   const char **xs = p <= 256 ? x : malloc((size_t)p * sizeof *xs);
   if (xs == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d input pointers", p);
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy %s: %d input pointers", coll_name(c->coll), p);
   }
   for (int q = 0; q < p; q++) {
-    xs[q] = dom->ctl[q]->e[o->slot].payload;
+    xs[q] = dom->ctl[q]->e[o->slot].payload + at;
   }
-  size_t n = c->count, es = mpiar_dtype_size(c->dtype);
-  const char *res = canonical_block(xs, p, n, c->dtype, c->op == MPIAR_AVG ? MPIAR_SUM : c->op, tmp,
-                                    SHM_INLINE_BYTES);
+  const char *res = canonical_block(xs, p, c->count, c->dtype,
+                                    c->op == MPIAR_AVG ? MPIAR_SUM : c->op, tmp, SHM_INLINE_BYTES);
   if (p == 1) {
-    memcpy(tmp, res, n * es); /* the entry is not this call's to change */
+    memcpy(tmp, res, n); /* the entry is not this call's to change */
     res = tmp;
   }
   if (c->op == MPIAR_AVG && p > 1) {
-    mpiar__divide((char *)res, res, n, c->dtype, (double)p);
+    mpiar__divide((char *)res, res, c->count, c->dtype, (double)p);
   }
-  memcpy(c->out, res, n * es);
+  memcpy(c->out, res, n);
   if (xs != x) {
     free(xs);
   }
@@ -496,6 +606,7 @@ static int reduce_inline(shm_op_t *o) {
  * result in o->rc). */
 static int op_advance(shm_op_t *o, int inside, int *done) {
   mpiar__shm_domain_t *dom = o->dom;
+  const char *name = coll_name(o->call.coll);
   int p = dom->nsize;
   *done = 0;
   if (o->phase == PHASE_ARRIVE) {
@@ -509,12 +620,12 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
         break; /* not there yet */
       }
       if ((st & 3) == PATH_FAILED && (st >> 2) == o->seq) {
-        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy allreduce %llu failed on rank %d",
+        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy %s %llu failed on rank %d", name,
                      (unsigned long long)o->seq, o->next);
         return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
       }
       mpiar__error(MPIAR_ERR_MISMATCH,
-                   "allreduce %llu runs on the zero-copy path on rank %d but on %s on rank %d",
+                   "%s %llu runs on the zero-copy path on rank %d but on %s on rank %d", name,
                    (unsigned long long)o->seq, dom->nrank,
                    (st >> 2) == o->seq ? path_name(st) : "a later operation", o->next);
       return op_fail(o, MPIAR_ERR_MISMATCH, inside);
@@ -522,23 +633,24 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
     if (o->next < p) {
       goto pending;
     }
-    if (o->inline_call) {
-      int rc = reduce_inline(o);
-      if (rc != MPIAR_SUCCESS) {
-        return op_fail(o, rc, inside);
+    int rc = check_args(o);
+    if (rc == MPIAR_SUCCESS && o->inline_call) {
+      if ((rc = run_inline(o)) == MPIAR_SUCCESS) {
+        op_finish(o, MPIAR_SUCCESS);
+        *done = 1;
+        return MPIAR_SUCCESS;
       }
-      op_finish(o, MPIAR_SUCCESS);
-      *done = 1;
-      return MPIAR_SUCCESS;
     }
-    int rc = map_buffers(o);
+    if (rc == MPIAR_SUCCESS) {
+      rc = map_buffers(o);
+    }
     if (rc != MPIAR_SUCCESS) {
       return op_fail(o, rc, inside);
     }
-    o->phase = PHASE_REDUCE;
+    o->phase = PHASE_WORK;
   }
-  if (o->phase == PHASE_REDUCE) {
-    int rc = reduce_share(o);
+  if (o->phase == PHASE_WORK) {
+    int rc = do_work(o);
     if (rc != MPIAR_SUCCESS) {
       return op_fail(o, rc, inside);
     }
@@ -553,7 +665,7 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
       }
       uint64_t st = load_acq(&dom->ctl[o->next]->e[o->slot].state);
       if (st == (o->seq << 2 | PATH_FAILED)) {
-        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy allreduce %llu failed on rank %d",
+        mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy %s %llu failed on rank %d", name,
                      (unsigned long long)o->seq, o->next);
         return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
       }
@@ -562,6 +674,12 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
     if (o->next < p) {
       goto pending;
     }
+    const mpiar__shm_call_t *c = &o->call;
+    if (c->coll == MPIAR__COLL_REDUCE_SCATTER && c->in == NULL && dom->nrank != 0) {
+      /* No rank reads this buffer any more: the block goes to its start. */
+      size_t n = c->count * mpiar_dtype_size(c->dtype);
+      memmove(c->out, (char *)c->out + (size_t)dom->nrank * n, n);
+    }
     op_finish(o, MPIAR_SUCCESS);
   }
   *done = 1;
@@ -569,15 +687,14 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
 pending:
   if ((++o->polls & 63) == 0) {
     if (o->deadline > 0 && MPI_Wtime() > o->deadline) {
-      mpiar__error(MPIAR_ERR_TIMEOUT,
-                   "zero-copy allreduce %llu: rank %d %s within %ld ms", (unsigned long long)o->seq,
-                   o->next,
+      mpiar__error(MPIAR_ERR_TIMEOUT, "zero-copy %s %llu: rank %d %s within %ld ms", name,
+                   (unsigned long long)o->seq, o->next,
                    o->phase == PHASE_ARRIVE ? "did not arrive" : "did not finish its share",
                    o->call.timeout_ms);
       return op_fail(o, MPIAR_ERR_TIMEOUT, inside);
     }
     if (inside && mpiar__interrupted()) {
-      mpiar__error(MPIAR_ERR_INTERRUPTED, "zero-copy allreduce %llu: the wait was interrupted",
+      mpiar__error(MPIAR_ERR_INTERRUPTED, "zero-copy %s %llu: the wait was interrupted", name,
                    (unsigned long long)o->seq);
       return op_fail(o, MPIAR_ERR_INTERRUPTED, inside);
     }
@@ -630,20 +747,29 @@ static int op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t 
   e->count = call->count;
   e->dtype = (int32_t)call->dtype;
   e->op = (int32_t)call->op;
+  e->coll = (int32_t)call->coll;
+  e->root = (int32_t)call->root;
+  e->in_place = call->in == NULL;
   e->in_id = call->in_id;
   e->in_off = call->in_off;
   e->out_id = call->out_id;
   e->out_off = call->out_off;
-  size_t bytes = call->count * mpiar_dtype_size(call->dtype);
-  o->inline_call = bytes <= SHM_INLINE_BYTES;
+  size_t es = mpiar_dtype_size(call->dtype), n = call->count * es;
+  o->inline_call = input_bytes(call->coll, call->count, es, dom->nsize) <= SHM_INLINE_BYTES;
   if (o->inline_call) {
-    memcpy(e->payload, call->in != NULL ? call->in : call->out, bytes);
+    const char *src = call->in != NULL ? call->in : call->out;
+    if (call->coll == MPIAR__COLL_ALLGATHER && call->in == NULL) {
+      src += (size_t)dom->nrank * n;
+    }
+    if (call->coll != MPIAR__COLL_BCAST || call->root == dom->nrank) {
+      memcpy(e->payload, src, input_bytes(call->coll, call->count, es, dom->nsize));
+    }
   }
   store_rel(&e->state, o->seq << 2 | PATH_SHM);
   return MPIAR_SUCCESS;
 }
 
-int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
+int mpiar__shm_run(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
   int p = ctx->shm->nsize;
   const char *ins[64];
   char *outs[64];
@@ -655,7 +781,8 @@ int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
       free(o.ins);
       free(o.outs);
     }
-    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy allreduce: %d buffer pointers", p);
+    return mpiar__error(MPIAR_ERR_NOMEM, "zero-copy %s: %d buffer pointers", coll_name(call->coll),
+                        p);
   }
   o.held = 0;
   o.listed = 0;
@@ -671,7 +798,7 @@ int mpiar__shm_allreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call) {
   return rc;
 }
 
-/* ---- nonblocking: a generalized request ---- */
+/* ---- nonblocking and persistent: generalized requests ---- */
 
 static int op_poll(void *state, int *done) {
   shm_op_t *o = state;
@@ -690,15 +817,42 @@ static void op_free(void *state) {
   free(o);
 }
 
-int mpiar__shm_iallreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call,
-                          mpiar_request_t *req) {
-  int p = ctx->shm->nsize;
+/* A request's operation with room for its p buffer pointers, or NULL (detail set). */
+static shm_op_t *op_new(int p) {
   shm_op_t *o = calloc(1, sizeof *o + 2 * (size_t)p * sizeof(char *));
   if (o == NULL) {
-    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
+    mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate a request");
+    return NULL;
   }
   o->ins = (const char **)(void *)(o + 1);
   o->outs = (char **)(void *)(o->ins + p);
+  o->phase = PHASE_FINISHED;
+  return o;
+}
+
+/* A request's operation has arrived: on the domain's list of unfinished ones, advanced once
+ * (a failure is the request's result, reported by its wait). */
+static void op_started(shm_op_t *o) {
+  mpiar__shm_domain_t *dom = o->dom;
+  o->listed = 1;
+  o->prev = dom->active_tail;
+  o->after = NULL;
+  if (dom->active_tail != NULL) {
+    dom->active_tail->after = o;
+  } else {
+    dom->active = o;
+  }
+  dom->active_tail = o;
+  int done = 0;
+  (void)op_advance(o, 1, &done);
+  mpiar__error_clear();
+}
+
+int mpiar__shm_start(mpiar__context_t *ctx, const mpiar__shm_call_t *call, mpiar_request_t *req) {
+  shm_op_t *o = op_new(ctx->shm->nsize);
+  if (o == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
   int rc = op_start(o, ctx, call);
   if (rc == MPIAR_SUCCESS) {
     rc = mpiar__grequest_start(op_poll, op_free, o, req);
@@ -716,19 +870,52 @@ int mpiar__shm_iallreduce(mpiar__context_t *ctx, const mpiar__shm_call_t *call,
   }
   ctx->refs++;
   o->held = 1;
-  mpiar__shm_domain_t *dom = ctx->shm;
-  o->listed = 1;
-  o->prev = dom->active_tail;
-  o->after = NULL;
-  if (dom->active_tail != NULL) {
-    dom->active_tail->after = o;
-  } else {
-    dom->active = o;
+  op_started(o);
+  return MPIAR_SUCCESS;
+}
+
+/* mpiar_start of a persistent zero-copy request: its buffers must still lie in mpiar_alloc
+ * memory of the communicator (an allocation freed since then is an error on every rank, since
+ * mpiar_free is collective). */
+static int op_restart(void *state) {
+  shm_op_t *o = state;
+  mpiar__context_t *ctx = o->ctx;
+  int rc = mpiar__context_enter_ctx(ctx);
+  if (rc != MPIAR_SUCCESS) {
+    return rc;
   }
-  dom->active_tail = o;
-  int done = 0;
-  (void)op_advance(o, 1, &done); /* a failure is the request's result, reported by its wait */
-  mpiar__error_clear();
+  mpiar__shm_call_t call = o->call;
+  if (ctx->eng.broken) {
+    rc = mpiar__error(MPIAR_ERR_COMM_BROKEN,
+                      "an earlier failure broke this communicator's context (%s); free it and use "
+                      "a new one",
+                      ctx->eng.broken_reason);
+  } else if (ctx->shm == NULL || !mpiar__shm_eligible(ctx, &call)) {
+    rc = mpiar__error(MPIAR_ERR_INVALID_ARG,
+                      "mpiar_start: the persistent %s's buffers no longer lie in mpiar_alloc "
+                      "memory of its communicator (freed since the request was made)",
+                      coll_name(call.coll));
+  } else if ((rc = op_start(o, ctx, &call)) == MPIAR_SUCCESS) {
+    op_started(o);
+  }
+  mpiar__context_leave(ctx);
+  return rc;
+}
+
+int mpiar__shm_init(mpiar__context_t *ctx, const mpiar__shm_call_t *call, mpiar_request_t *req) {
+  shm_op_t *o = op_new(ctx->shm->nsize);
+  if (o == NULL) {
+    return MPIAR_ERR_NOMEM;
+  }
+  o->ctx = ctx;
+  o->call = *call;
+  int rc = mpiar__grequest_init(op_poll, op_restart, op_free, o, req);
+  if (rc != MPIAR_SUCCESS) {
+    free(o);
+    return rc;
+  }
+  ctx->refs++;
+  o->held = 1;
   return MPIAR_SUCCESS;
 }
 
@@ -816,7 +1003,7 @@ static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
     return mpiar__error(MPIAR_ERR_MPI, "mpiar_alloc: the node's control window failed (MPI error %d)",
                         err);
   }
-  dom->whole = ctx->nnodes == 1;
+  dom->whole = ctx->nnodes <= 1; /* 0 on a one-rank communicator (no node map) */
   dom->ctx = ctx;
   ctx->refs++;
   ctx->shm = dom;

@@ -20,13 +20,15 @@
 struct mpiar__context;
 struct mpiar__shm_domain;
 
-/* A zero-copy allreduce as the front end hands it over. */
+/* A zero-copy collective as the front end hands it over. */
 typedef struct mpiar__shm_call {
-  const void *in; /* NULL: in place */
+  int coll;       /* mpiar__coll_t: allreduce, bcast, reduce_scatter_block, allgather */
+  int root;       /* a broadcast's root (else -1) */
+  const void *in; /* NULL: in place (a broadcast is always) */
   void *out;
-  size_t count;
+  size_t count; /* as the call names it (a reduce-scatter's and an allgather's per rank) */
   mpiar_dtype_t dtype;
-  mpiar_op_t op;
+  mpiar_op_t op; /* MPIAR_SUM where the collective does not reduce */
   long timeout_ms; /* 0: none */
   /* Set by mpiar__shm_eligible(): where the buffers lie (allocation number, offset). */
   int in_id, out_id;
@@ -37,18 +39,26 @@ typedef struct mpiar__shm_call {
 extern int mpiar__shm_live;
 
 /*
- * Does the allreduce of @p call on @p ctx (inside it; ctx->shm set) take the zero-copy path on
+ * Does the collective of @p call on @p ctx (inside it; ctx->shm set) take the zero-copy path on
  * this rank? 1 when every rank of the communicator is on this node and the receive buffer (and
- * the send buffer, unless in place) lies in mpiar_alloc memory of this communicator.
+ * the send buffer, unless in place) lies in mpiar_alloc memory of this communicator, each over
+ * the bytes the collective reads or writes there.
  */
 int mpiar__shm_eligible(struct mpiar__context *ctx, mpiar__shm_call_t *call);
 
-/* Run the zero-copy allreduce, blocking (inside the context). */
-int mpiar__shm_allreduce(struct mpiar__context *ctx, const mpiar__shm_call_t *call);
+/* Run the zero-copy collective, blocking (inside the context). */
+int mpiar__shm_run(struct mpiar__context *ctx, const mpiar__shm_call_t *call);
 
 /* Start it as a request (a generalized request polled by test and wait); *req its handle. */
-int mpiar__shm_iallreduce(struct mpiar__context *ctx, const mpiar__shm_call_t *call,
-                          mpiar_request_t *req);
+int mpiar__shm_start(struct mpiar__context *ctx, const mpiar__shm_call_t *call,
+                     mpiar_request_t *req);
+
+/*
+ * Make it a persistent request (inactive; mpiar_start runs it on the zero-copy path, each start
+ * checking again that the buffers lie in mpiar_alloc memory of the communicator); *req its handle.
+ */
+int mpiar__shm_init(struct mpiar__context *ctx, const mpiar__shm_call_t *call,
+                    mpiar_request_t *req);
 
 /*
  * An operation of the engine starts on @p ctx (ctx->shm set): this rank runs it on the MPI path.
