@@ -11,7 +11,8 @@ all_gather's input, the reduce_scatter's output times the number of ranks (its i
 (torch 1.13) has neither all_gather_into_tensor nor reduce_scatter; its columns are what a
 program does instead: all_gather into views of the output tensor, and all_reduce of the input
 into a copy, then this rank's block. ``--ddp`` also times DDP training steps of
-examples/python/ddp_train.py's CNN (``--width``), alternating the two backends step by step.
+examples/python/ddp_train.py's CNN (``--width``), rotating the two backends and the no-op one
+(the computation alone) step by step.
 
 The all_reduce table also gives the floor of any backend written in Python: ``dist.all_reduce``
 on a group of the "noop" backend registered here (a Python ProcessGroup of the same shape as
@@ -22,6 +23,7 @@ the backend itself costs per call.
 """
 
 import argparse
+import collections
 import os
 import statistics
 import sys
@@ -38,11 +40,16 @@ SIZES = [4 << (2 * i) for i in range(13)]  # 4 B .. 64 MiB, x4
 
 
 class NoopWork(dist.Work):
-    """A completed work: what a Python backend returns at the least."""
+    """A completed work: what a Python backend returns at the least. The last works stay
+    referenced from Python: a C++ caller (DDP) holds only the C++ half of a Python work, whose
+    methods would otherwise fall back to the base class's (a wait that never returns)."""
+
+    kept = collections.deque(maxlen=1024)
 
     def __init__(self, result):
         super().__init__()
         self._result = result
+        NoopWork.kept.append(self)
 
     def wait(self, timeout=None):
         return True
@@ -53,12 +60,29 @@ class NoopWork(dist.Work):
     def result(self):
         return self._result
 
+    def get_future(self):
+        fut = torch.futures.Future()
+        fut.set_result(self._result)
+        return fut
+
 
 class NoopGroup(dist.ProcessGroup):
-    """The floor: a Python process group whose allreduce does nothing."""
+    """The floor: a Python process group whose allreduce and broadcast do nothing (a DDP step
+    on it is the computation alone). allgather copies the input into every output, which is
+    what every rank would receive from ranks that hold the same (DDP's check of the model's
+    shapes at its start)."""
 
     def allreduce(self, tensors, opts=None):
         return NoopWork(tensors)
+
+    def broadcast(self, tensors, opts=None):
+        return NoopWork(tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        for outs, inp in zip(output_tensors, input_tensors):
+            for o in outs:
+                o.copy_(inp)
+        return NoopWork(output_tensors)
 
     def getBackendName(self):
         return "noop"
@@ -138,7 +162,7 @@ def bench(kind, sizes, reps, block_ms, groups, comm):
     return rows
 
 
-def bench_ddp(steps, width, gloo, comm):
+def bench_ddp(steps, width, gloo, noop, comm):
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples",
                                     "python"))
     from ddp_train import CNN, batch
@@ -146,17 +170,18 @@ def bench_ddp(steps, width, gloo, comm):
     from torch.nn.parallel import DistributedDataParallel as DDP
     rank, size = comm.Get_rank(), comm.Get_size()
     models = {}
-    for name, group in (("mpiar", None), ("gloo", gloo)):
+    order = ("mpiar", "gloo", "noop")
+    for name, group in zip(order, (None, gloo, noop)):
         torch.manual_seed(0)
         m = CNN(width)
         d = DDP(m, process_group=group if group is not None else dist.group.WORLD)
         models[name] = (d, torch.optim.SGD(d.parameters(), lr=0.01, momentum=0.9))
-    times = {"mpiar": [], "gloo": []}
+    times = {name: [] for name in order}
     x, y = batch(0, 64 * size)
     share = x.shape[0] // size
     xs, ys = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
     for step in range(steps + 3):
-        for name in ("mpiar", "gloo") if step % 2 == 0 else ("gloo", "mpiar"):
+        for name in order[step % 3:] + order[:step % 3]:
             d, opt = models[name]
             comm.Barrier()
             t0 = time.perf_counter()
@@ -173,6 +198,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--block-ms", type=float, default=20.0)
+    ap.add_argument("--min-bytes", type=int, default=0)
     ap.add_argument("--max-bytes", type=int, default=64 << 20)
     ap.add_argument("--collectives", default="all_reduce,all_gather,reduce_scatter")
     ap.add_argument("--ddp", action="store_true", help="also time DDP training steps")
@@ -189,13 +215,13 @@ def main():
     noop = dist.new_group(backend="noop")
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
-    sizes = [s for s in SIZES if s <= args.max_bytes]
+    sizes = [s for s in SIZES if args.min_bytes <= s <= args.max_bytes]
     if rank == 0:
         print(f"# {comm.Get_size()} ranks, torch {torch.__version__}, medians of {args.reps} "
               f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}")
     # The mpiar backend's group is the default one (None); the direct call's is its communicator.
     groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm)
-    for kind in args.collectives.split(","):
+    for kind in filter(None, args.collectives.split(",")):
         rows = bench(kind, sizes, args.reps, args.block_ms, groups, comm)
         if rank != 0:
             continue
@@ -213,12 +239,14 @@ def main():
             for nbytes, (m, g) in rows:
                 print(f"| {human(nbytes)} | {m:.1f} | {g:.1f} | {g / m:.2f} |", flush=True)
     if args.ddp:
-        nparams, med = bench_ddp(args.ddp_steps, args.width, gloo, comm)
+        nparams, med = bench_ddp(args.ddp_steps, args.width, gloo, noop, comm)
         if rank == 0:
             print(f"\nDDP step, CNN width {args.width} ({nparams} parameters, "
                   f"{nparams * 4 / 2**20:.2f} MiB of gradients), medians of {args.ddp_steps} "
                   f"steps: mpiar {med['mpiar'] * 1e3:.2f} ms, gloo {med['gloo'] * 1e3:.2f} ms, "
-                  f"gloo / mpiar {med['gloo'] / med['mpiar']:.2f}")
+                  f"gloo / mpiar {med['gloo'] / med['mpiar']:.2f}; no-op backend (the "
+                  f"computation alone) {med['noop'] * 1e3:.2f} ms, gloo / no-op "
+                  f"{med['gloo'] / med['noop']:.2f} (the best ratio any backend can reach)")
     if rank == 0:
         print(f"# load {os.getloadavg()[0]:.2f}")
 

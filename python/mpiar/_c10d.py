@@ -34,6 +34,7 @@ import collections
 import datetime
 import os
 import socket
+import sys
 import threading
 
 import numpy as np
@@ -407,6 +408,20 @@ class _Executor:
 
 
 _worker = threading.local()
+_C10D_FILE = dist.distributed_c10d.__file__
+
+
+def _blocking_caller(depth):
+    """True when the frame ``depth`` levels above the caller is one of torch.distributed's
+    collective functions called with ``async_op=False``: it waits for the work at once, so the
+    call runs in the calling thread, whatever its size (no hand-over to the worker and back).
+    Any other caller (DDP's C++ reducer, async_op=True, a direct call of the group's method)
+    gets the executor's usual choice."""
+    try:
+        f = sys._getframe(depth + 1)
+    except ValueError:
+        return False
+    return f.f_code.co_filename == _C10D_FILE and f.f_locals.get("async_op", True) is False
 
 
 def _allreduce_inplace(t, op, kw):
@@ -522,9 +537,11 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
     def _submit(self, result, fn, nbytes):
         """Run ``fn`` on the executor: at once in this thread (a completed work) when the
-        executor is idle and ``nbytes`` at most ``inline_bytes``, else queued."""
+        executor is idle and ``nbytes`` is at most ``inline_bytes`` or the caller is a blocking
+        torch.distributed call (_blocking_caller: the public method, called by _call, called
+        here), else queued."""
         ex = self._ex
-        if nbytes <= self.inline_bytes:
+        if nbytes <= self.inline_bytes or _blocking_caller(3):
             ran, exc = ex.run_inline(fn)
             if ran:
                 return Work(ex, result, self._keep, True, exc)
@@ -604,7 +621,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             t = t.detach()
         kw = self._kw
         ex = self._ex
-        if t.numel() * esize <= self.inline_bytes and ex.begin():
+        if (t.numel() * esize <= self.inline_bytes or _blocking_caller(1)) and ex.begin():
             # The common small call, written out: no closure, one C call, a completed work.
             try:
                 mpiar.allreduce(t, op=name, out=t, **kw)
