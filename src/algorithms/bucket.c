@@ -45,10 +45,15 @@
  * The one-port model sends a rank's messages one after the other, so the parts buy no bandwidth
  * there and cost 2 S (P - 1) alphas more than one multi-dimensional ring; with gamma <= beta the
  * reductions hide behind the other parts' messages. The simulator's time equals the first form
- * at powers of two on the grids tests/sim/test_sim_bucket.c runs (square and not).
+ * at powers of two with gamma = 0, and with 0 < gamma <= beta up to 128 ranks (square grids and
+ * not: 8x4, 16x8); from 16x16 on the last parts' reductions are not all hidden (16x16, 16 MiB:
+ * 0.06 % above with gamma = beta / 2, 0.4 % with gamma = beta). tests/sim/test_sim_bucket.c.
  * On a routed torus whose shape is the grid (mpiar-sim --topology torus:...) every message
- * crosses one link and the parts run side by side: there the time is about
- * 2 S (alpha + hop) + 2 (p'-1)/p' n beta / (2 D) (docs/algorithms.md compares it with Swing).
+ * crosses one link and the parts run side by side: on a grid of equal dimensions, with
+ * gamma = 0, the time is 2 S (alpha + hop) + 2 (p'-1)/p' n beta / (2 D) within 0.1 % (the test
+ * holds it; docs/algorithms.md compares it with Swing). On other grids a part's first dimension
+ * carries more bytes than the others (8x4: 35/64 n per link of the 8-rank dimension, 27/64 n on
+ * the other), so its links set the time.
  * Two levels: not modelled (the one-level formula over the slower link).
  * Bytes sent per rank: 2 (p'-1)/p' n at powers of two (the allreduce lower bound).
  *
