@@ -12,6 +12,14 @@
  * generalized request (core/grequest.h): testing it advances its buffer's allreduces and, when
  * they finish, copies the results out. The reductions are those of pushpull_batch, so the
  * results equal per-key pushpull bit for bit.
+ *
+ * Node-shared buffers (kv->shared, shared.c): fused batches take their buffer from a ring of
+ * SHARED_RING buffers in mpiar_alloc memory instead of the pool, the n-th fused batch slot
+ * n mod SHARED_RING, so that every allocation happens at the same start on every worker (the
+ * pool's contents depend on when each worker's batches finished, which differs). A start whose
+ * slot still serves an older batch finishes that batch first: its allreduce needs every worker's
+ * share, and every worker reaches this start, polling the same batch, so none waits for a
+ * worker that waits for it.
  */
 #include <sched.h>
 #include <stdio.h>
@@ -44,6 +52,7 @@ struct batch {
   mpiar_kv_t *kv;
   unsigned char *buf; /* fusion buffer from the store's pool, NULL for a lone tensor */
   size_t cap;
+  int slot; /* its node-shared ring slot, or -1 (buf from the pool) */
   op_t **ops;
   size_t nops;
   mpiar_request_t *reqs;
@@ -56,6 +65,8 @@ struct batch {
 /* Fusion buffers kept for reuse, so that a training step allocates none after the first. */
 #define POOL_MAX 8
 
+#define SHARED_RING MPIAR__KV_SHARED_RING
+
 typedef struct mpiar__kv_async {
   op_t *queue, **tail; /* queued, in call order */
   size_t queued, queued_bytes;
@@ -64,6 +75,9 @@ typedef struct mpiar__kv_async {
   unsigned char *pool[POOL_MAX];
   size_t pool_cap[POOL_MAX];
   int npool;
+  mpiar__kv_shbuf_t ring[SHARED_RING]; /* node-shared buffers (kv->shared) */
+  batch_t *ring_user[SHARED_RING];     /* the unfinished batch in each slot, or NULL */
+  uint64_t nring;                      /* fused batches started on the ring */
   /* The order numbers of the last started tensors, in start order (tests). */
   uint64_t started[64];
   size_t nstarted;
@@ -161,10 +175,12 @@ static void batch_finish(batch_t *b) {
       off += b->ops[k]->e->bytes;
     }
   }
-  if (b->buf != NULL) {
+  if (b->buf != NULL && b->slot >= 0) {
+    b->kv->async->ring_user[b->slot] = NULL;
+  } else if (b->buf != NULL) {
     pool_put(b->kv != NULL ? b->kv->async : NULL, b->buf, b->cap);
-    b->buf = NULL;
   }
+  b->buf = NULL;
   b->users++; /* keep the batch while its operations finish */
   for (size_t k = 0; k < b->nops; k++) {
     op_finish(b->ops[k], b->rc, b->detail);
@@ -223,6 +239,37 @@ static int batch_start(mpiar_kv_t *kv, batch_t *b, const void *send, void *recv,
   return MPIAR_SUCCESS;
 }
 
+/*
+ * The next ring slot for a fused batch of @p bytes (collective: every worker starts the same
+ * fused batches in the same order). Leaves b->buf NULL when the store uses ordinary memory.
+ */
+static int ring_get(mpiar_kv_t *kv, batch_t *b, size_t bytes) {
+  async_t *a = kv->async;
+  if (!kv->shared) {
+    return MPIAR_SUCCESS;
+  }
+  size_t k = (size_t)(a->nring % SHARED_RING);
+  unsigned idle = 0;
+  while (a->ring_user[k] != NULL) {
+    batch_poll(a->ring_user[k]); /* finishing it clears the slot */
+    if (a->ring_user[k] != NULL && ++idle > 64) {
+      sched_yield();
+    }
+  }
+  int rc = mpiar__kv_shared_fit(kv, &a->ring[k], bytes);
+  if (rc < 0) {
+    return rc;
+  }
+  if (rc == 1) {
+    a->nring++;
+    a->ring_user[k] = b;
+    b->slot = (int)k;
+    b->buf = a->ring[k].buf;
+    b->cap = a->ring[k].cap;
+  }
+  return MPIAR_SUCCESS;
+}
+
 /* Make a batch of ops[0..n) (one lone tensor, or a fused buffer) and start it. */
 static void batch_make(mpiar_kv_t *kv, op_t **ops, size_t n, size_t bytes) {
   batch_t *b = calloc(1, sizeof *b);
@@ -237,6 +284,7 @@ static void batch_make(mpiar_kv_t *kv, op_t **ops, size_t n, size_t bytes) {
     return;
   }
   memcpy(list, ops, n * sizeof *list);
+  b->slot = -1;
   b->kv = kv;
   b->ops = list;
   b->nops = n;
@@ -249,8 +297,12 @@ static void batch_make(mpiar_kv_t *kv, op_t **ops, size_t n, size_t bytes) {
     op_t *o = ops[0];
     rc = batch_start(kv, b, o->in == o->out ? MPIAR_IN_PLACE : o->in, o->out, o->e->count, dtype);
   } else {
-    b->buf = pool_get(kv->async, bytes, &b->cap);
-    if (b->buf == NULL) {
+    rc = ring_get(kv, b, bytes);
+    if (rc == MPIAR_SUCCESS && b->buf == NULL) {
+      b->buf = pool_get(kv->async, bytes, &b->cap);
+    }
+    if (rc != MPIAR_SUCCESS) {
+    } else if (b->buf == NULL) {
       rc = mpiar__error(MPIAR_ERR_NOMEM, "async pushpull: fusion buffer of %zu bytes", bytes);
     } else {
       size_t off = 0, count = 0;
@@ -484,6 +536,10 @@ int mpiar__kv_async_finish(mpiar_kv_t *kv) {
   async_t *a = kv->async;
   for (int i = 0; i < a->npool; i++) {
     free(a->pool[i]);
+  }
+  /* Collective: every worker allocated the same slots (ring_get). */
+  for (int k = 0; k < SHARED_RING; k++) {
+    mpiar__kv_shared_release(&a->ring[k]);
   }
   free(a);
   kv->async = NULL;

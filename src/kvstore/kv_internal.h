@@ -113,6 +113,16 @@ extern size_t mpiar__kv_chunk_bytes;
 
 struct mpiar__kv_async; /* async.c */
 
+/* Node-shared fusion buffers of the asynchronous path in use at once (a ring, async.c): a bucketed
+ * backward pass keeps several in flight, and each costs a window's creation once. */
+#define MPIAR__KV_SHARED_RING 4
+
+/* A fusion buffer in mpiar_alloc memory of the store's communicator (shared.c). */
+typedef struct mpiar__kv_shbuf {
+  unsigned char *buf; /* NULL until the first fused reduction that uses it */
+  size_t cap;
+} mpiar__kv_shbuf_t;
+
 /* The store. */
 struct mpiar_kv {
   MPI_Comm comm; /* the store's own duplicate of the user's communicator */
@@ -132,6 +142,9 @@ struct mpiar_kv {
   size_t *pack;              /* indices of the tensors in the fusion buffer being filled */
   size_t batch_cap;
   struct mpiar__kv_async *async; /* asynchronous pushpulls (NULL until the first) */
+  int shared; /* fusion buffers in node-shared memory (shared.c): 1, 0, -1 not asked yet */
+  mpiar__kv_shbuf_t shm_fusion; /* the blocking batches' fusion buffer when shared */
+  size_t shared_allocs;         /* node-shared allocations made so far (tests) */
 };
 
 /* Calls, hashed into every agreement so that two different calls never agree. */
@@ -197,7 +210,24 @@ size_t mpiar__kv_async_queued(const mpiar_kv_t *kv);
 /* The call-order numbers of the last (at most @p max, 64) started tensors, in start order. */
 size_t mpiar__kv_async_started(const mpiar_kv_t *kv, uint64_t *orders, size_t max);
 
-/* Complete and release every asynchronous pushpull (destroy); frees the async state. */
+/* Complete and release every asynchronous pushpull (destroy); frees the async state and its
+ * node-shared buffers (collective). */
 int mpiar__kv_async_finish(mpiar_kv_t *kv);
+
+/*
+ * Node-shared fusion buffers (shared.c). decide: at creation, after the options agreement;
+ * sets kv->shared (local). fit: collective, at a point every worker reaches with the same
+ * @p need; makes @p s hold at least @p need bytes of node-shared memory. @return 1 when it does,
+ * 0 when the store uses ordinary memory (now or from now on: a failed allocation on any worker
+ * turns sharing off on every worker), or an error of the agreement (a broken communicator).
+ * release: collective (destroy).
+ */
+void mpiar__kv_shared_decide(mpiar_kv_t *kv, int enabled);
+int mpiar__kv_shared_fit(mpiar_kv_t *kv, mpiar__kv_shbuf_t *s, size_t need);
+void mpiar__kv_shared_release(mpiar__kv_shbuf_t *s);
+
+/* Whether the store puts its fusion buffers in node-shared memory, and (in *allocs, if not NULL)
+ * how many node-shared allocations it has made (tests). */
+int mpiar__kv_shared_state(const mpiar_kv_t *kv, size_t *allocs);
 
 #endif /* MPIAR_KV_INTERNAL_H */

@@ -281,7 +281,12 @@ int mpiar_kv_create(MPI_Comm comm, const mpiar_kv_options_t *opts, mpiar_kv_t **
   h = mpiar__kv_hash_add(h, (uint64_t)kv->verify);
   h = mpiar__kv_hash_add(h, (uint64_t)kv->ar.reproducible);
   h = hash_string(h, kv->algorithm);
+  /* Whether fusion buffers may be node-shared changes which path a fused reduction takes, and
+   * every worker must take the same one. */
+  int shared = settings != NULL ? settings->kv_shared : 0;
+  h = mpiar__kv_hash_add(h, (uint64_t)shared);
   MPIAR__CHECK(mpiar__kv_agree(kv, local, h, "mpiar_kv_create (options)", 0));
+  mpiar__kv_shared_decide(kv, shared);
   *out = kv;
   kv = NULL;
 
@@ -302,6 +307,7 @@ int mpiar_kv_destroy(mpiar_kv_t *kv) {
   }
   /* Asynchronous pushpulls still in progress are completed first (collective). */
   int rc = mpiar__kv_async_finish(kv);
+  mpiar__kv_shared_release(&kv->shm_fusion);
   if (kv->comm != MPI_COMM_NULL && MPI_Comm_free(&kv->comm) != MPI_SUCCESS && rc == MPIAR_SUCCESS) {
     rc = mpiar__error(MPIAR_ERR_MPI, "mpiar_kv_destroy: MPI_Comm_free failed");
   }
@@ -595,23 +601,34 @@ static int flush_pack(mpiar_kv_t *kv, size_t np, const void *const *ins, void *c
     return reduce_direct(kv, kv->batch[i], ins[i] == MPIAR_IN_PLACE ? outs[i] : ins[i], outs[i],
                          op);
   }
+  size_t bytes = 0;
+  for (size_t k = 0; k < np; k++) {
+    bytes += kv->batch[kv->pack[k]]->bytes;
+  }
+  /* Every worker gets here with the same pack (after the batch's agreement, or by the caller's
+   * promise with verify = 0), so the shared buffer's allocation is collective by construction. */
+  int rc = mpiar__kv_shared_fit(kv, &kv->shm_fusion, bytes);
+  if (rc < 0) {
+    return rc;
+  }
+  unsigned char *fusion = rc == 1 ? kv->shm_fusion.buf : kv->fusion;
   size_t off = 0, count = 0;
   for (size_t k = 0; k < np; k++) {
     size_t i = kv->pack[k];
     const void *src = ins[i] == MPIAR_IN_PLACE ? outs[i] : ins[i];
-    memcpy(kv->fusion + off, src, kv->batch[i]->bytes);
+    memcpy(fusion + off, src, kv->batch[i]->bytes);
     off += kv->batch[i]->bytes;
     count += kv->batch[i]->count;
   }
   mpiar_dtype_t dtype = kv->batch[kv->pack[0]]->dtype;
-  int rc = allreduce_chunked(kv, MPIAR_IN_PLACE, kv->fusion, count, dtype, op);
+  rc = allreduce_chunked(kv, MPIAR_IN_PLACE, fusion, count, dtype, op);
   if (rc != 0) {
     return rc;
   }
   off = 0;
   for (size_t k = 0; k < np; k++) {
     size_t i = kv->pack[k];
-    memcpy(outs[i], kv->fusion + off, kv->batch[i]->bytes);
+    memcpy(outs[i], fusion + off, kv->batch[i]->bytes);
     off += kv->batch[i]->bytes;
   }
   return MPIAR_SUCCESS;
