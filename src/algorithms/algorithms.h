@@ -207,11 +207,14 @@ double mpiar__cost_kary_tree_k(int k, int nranks, size_t bytes, size_t elem_size
  * (MPIAR__ALG_MANUAL).
  */
 int mpiar__build_swing(mpiar__schedule_t *s);
+int mpiar__build_swing_fold(mpiar__schedule_t *s);
 int mpiar__build_swing_latency(mpiar__schedule_t *s);
 double mpiar__cost_swing(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                          const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_swing_latency(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                                  const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
+double mpiar__cost_swing_fold(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
+                              const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 /* Multi-dimensional Swing (swing_md.c) on a grid of d dimensions: 2 d collectives on parts of
  * the vector (swing_md), or full-vector exchanges (swing_md_latency). Named only. */
 int mpiar__build_swing_md_k(mpiar__schedule_t *s, int d);

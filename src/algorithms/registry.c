@@ -105,6 +105,11 @@ const mpiar__algorithm_t mpiar__algorithms[] = {
      "Swing reduce-scatter + allgather (peers r +- rho(s), short hops on a torus); "
      "bandwidth-optimal; named only",
      .index = __COUNTER__, .repro = "repro_rabenseifner"},
+    {"swing_fold", mpiar__build_swing_fold, mpiar__cost_swing_fold,
+     MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT | MPIAR__ALG_ORDER_BY_POSITION,
+     "Swing reduce-scatter + allgather with the whole-vector fold of non-powers of two (the "
+     "paper's method's alternative); named only",
+     .index = __COUNTER__, .repro = "repro_rabenseifner"},
     {"swing_latency", mpiar__build_swing_latency, mpiar__cost_swing_latency,
      MPIAR__ALG_MANUAL | MPIAR__ALG_NO_QUOTIENT,
      "Swing full-vector exchanges in log2(p) steps (short hops on a torus); small messages; "
