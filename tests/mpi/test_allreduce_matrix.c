@@ -4,8 +4,10 @@
  * integer-valued floats), plus random floats compared with a tolerance. Every result must also be
  * bitwise identical on all ranks.
  *
- * Usage: test_allreduce_matrix [--quick]. --quick keeps every algorithm, dtype and op but trims
- * the large counts, for oversubscribed runs where each message costs milliseconds.
+ * Usage: test_allreduce_matrix [--quick] [--only NAME,NAME...]. --quick keeps every algorithm,
+ * dtype and op but trims the large counts, for oversubscribed runs where each message costs
+ * milliseconds; --only runs the named registry entries alone (no auto, no segmented ring), for
+ * rank counts that only those entries treat apart.
  */
 #include <math.h>
 #include <stdint.h>
@@ -398,6 +400,12 @@ int main(int argc, char **argv) {
   rank = mt_rank;
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+  const char *only = NULL; /* comma-separated names, or NULL for every entry */
+  for (int i = 1; i + 1 < argc; i++) {
+    if (strcmp(argv[i], "--only") == 0) {
+      only = argv[i + 1];
+    }
+  }
   size_t p = (size_t)nranks;
   size_t small_counts[] = {0, 1, p - 1, p, p + 1, 1009};
   size_t nsmall = sizeof small_counts / sizeof small_counts[0];
@@ -411,9 +419,21 @@ int main(int argc, char **argv) {
            nranks, quick ? " (--quick)" : "", nalg,
            quick ? " (two per dtype and op, rotating)" : "", quick ? "64 KiB" : "1 MiB");
   }
+  int nonly = 0;
   for (int a = 0; a <= nalg; a++) {
     /* The registry's algorithms, then "auto". */
     const char *alg = a < nalg ? mpiar_algorithm_name(a) : "auto";
+    if (only != NULL) {
+      const size_t len = strlen(alg);
+      const char *at = strstr(only, alg);
+      while (at != NULL && ((at != only && at[-1] != ',') || (at[len] != ',' && at[len] != 0))) {
+        at = strstr(at + 1, alg);
+      }
+      if (at == NULL) {
+        continue;
+      }
+      nonly++;
+    }
     for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
       for (int op = 0; op < MPIAR__OP_COUNT; op++) {
         if (!mpiar_op_supported((mpiar_dtype_t)t, (mpiar_op_t)op)) {
@@ -444,9 +464,10 @@ int main(int argc, char **argv) {
       }
     }
   }
+  MT_CHECK(only == NULL || nonly > 0, "--only %s names no registry entry", only);
   /* The segmented ring, with the smallest segments accepted (4 KiB), on the large counts. */
   case_segment = 4096;
-  for (int t = 0; t < MPIAR__DTYPE_COUNT; t++) {
+  for (int t = 0; t < MPIAR__DTYPE_COUNT && only == NULL; t++) {
     size_t big = ((size_t)1 << (quick ? 16 : 20)) / mpiar_dtype_size((mpiar_dtype_t)t) + 5;
     run_case("ring", (mpiar_dtype_t)t, MPIAR_SUM, big, t % 2, 0);
     if (is_float((mpiar_dtype_t)t)) {
