@@ -133,12 +133,15 @@ def median_us(times):
     return statistics.median(times) * 1e6
 
 
+CLOCK = time.perf_counter
+
+
 def time_block(fn, group, iters, comm):
     comm.Barrier()
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for _ in range(iters):
         fn(group)
-    return (time.perf_counter() - t0) / iters
+    return (CLOCK() - t0) / iters
 
 
 def bench(kind, sizes, reps, block_ms, groups, comm):
@@ -204,11 +207,18 @@ def main():
     ap.add_argument("--ddp", action="store_true", help="also time DDP training steps")
     ap.add_argument("--ddp-steps", type=int, default=21)
     ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--cpu", action="store_true",
+                    help="time the calls in CPU time of the calling thread (time.thread_time), "
+                         "which a loaded machine's descheduling does not inflate; at one rank "
+                         "it is the per-call cost of each layer")
     ap.add_argument("--inline-bytes", type=int, default=None,
                     help="ProcessGroupMpiar's inline_bytes (calls up to it run in the caller)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
+    if args.cpu:
+        global CLOCK
+        CLOCK = time.thread_time
     options = None if args.inline_bytes is None else {"inline_bytes": args.inline_bytes}
     dist.init_process_group("mpiar", pg_options=options)
     gloo = dist.new_group(backend="gloo")
@@ -218,7 +228,8 @@ def main():
     sizes = [s for s in SIZES if args.min_bytes <= s <= args.max_bytes]
     if rank == 0:
         print(f"# {comm.Get_size()} ranks, torch {torch.__version__}, medians of {args.reps} "
-              f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}")
+              f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}"
+              f"{', CPU time of the calling thread' if args.cpu else ''}")
     # The mpiar backend's group is the default one (None); the direct call's is its communicator.
     groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm)
     for kind in filter(None, args.collectives.split(",")):
