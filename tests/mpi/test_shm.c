@@ -185,8 +185,8 @@ static void test_matrix(int quick) {
 }
 
 /* Nonblocking calls on shared buffers, more outstanding than a rank's window (SHM_WINDOW, 16:
- * the starts finish the oldest), inline and not, completed in reverse; a persistent request on
- * shared buffers (the MPI path on every rank). */
+ * the starts finish the oldest), inline and not, completed in reverse; a persistent allreduce
+ * on shared buffers (the zero-copy path; test_persistent has the rest). */
 static void test_requests(void) {
   enum { K = 40, N = 5003 };
   int32_t *buf = NULL;
