@@ -29,8 +29,9 @@
  * on every rank). One collective: a latency-bound vector gains nothing from parts.
  *
  * Non-power-of-two p: the fold of swing.c (the first 2 (p - p') ranks pair up first, the result
- * goes back at the end); the grid is that of p'. The paper's own scheme for other p is not built
- * (swing.c's header says why).
+ * goes back at the end); the grid is that of p'. swing.c builds the paper's method for even p in
+ * one dimension (the peers mod p); over a grid whose sizes are not powers of two it is not built
+ * here, so these entries keep the fold.
  *
  * Operand order, NaN payloads, any count, in place: as swing.c (parts of a short vector may be
  * empty; every rank skips the same empty parts). Scratch: the larger half of each part, n with a
