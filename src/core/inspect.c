@@ -52,6 +52,8 @@ int mpiar__inspect_context(MPI_Comm comm, mpiar__inspect_context_t *out) {
   out->local_ranks = ctx->local_ranks;
   out->nnodes = ctx->nnodes > 0 ? ctx->nnodes : 1;
   out->nplans = ctx->nplans;
+  snprintf(out->transport, sizeof out->transport, "%s",
+           ctx->eng.tx != NULL ? ctx->eng.tx->name : "none");
   mpiar__context_leave(ctx);
   return MPIAR_SUCCESS;
 }

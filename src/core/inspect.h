@@ -48,6 +48,7 @@ typedef struct mpiar__inspect_context {
   int local_ranks; /* ranks of the communicator on this node */
   int nnodes;      /* nodes of the communicator (at least 1) */
   int nplans;      /* plans in its cache */
+  char transport[16]; /* its engine's transport: "mpi" or "node" */
 } mpiar__inspect_context_t;
 
 int mpiar__inspect_context(MPI_Comm comm, mpiar__inspect_context_t *out);

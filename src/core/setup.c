@@ -6,12 +6,14 @@
  * runs on the context's own allreduce (mpiar__context_allreduce), bounded by the creation's
  * deadline.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/context.h"
 #include "engine/transport_mpi.h"
+#include "engine/transport_node.h"
 #include "reduce_kernels/kernels.h"
 
 /* The engine over an MPI transport on the private duplicate (errors returned, never fatal). */
@@ -100,6 +102,7 @@ enum {
   ROW_REPRODUCIBLE,
   ROW_CHECK,
   ROW_TOPOLOGY,
+  ROW_TRANSPORT,
   ROW_WORDS
 };
 static const char *const row_names[ROW_WORDS] = {NULL,
@@ -108,7 +111,8 @@ static const char *const row_names[ROW_WORDS] = {NULL,
                                                  "MPIAR_SEGMENT_BYTES",
                                                  "MPIAR_REPRODUCIBLE",
                                                  "MPIAR_CHECK",
-                                                 "MPIAR_TOPOLOGY"};
+                                                 "MPIAR_TOPOLOGY",
+                                                 "MPIAR_TRANSPORT"};
 
 /* This rank's row (see ROW_*). */
 static void settings_row(const mpiar__settings_t *set, int fault, uint64_t *row) {
@@ -118,6 +122,7 @@ static void settings_row(const mpiar__settings_t *set, int fault, uint64_t *row)
   row[ROW_REPRODUCIBLE] = (uint64_t)set->reproducible;
   row[ROW_CHECK] = (uint64_t)set->check;
   row[ROW_TOPOLOGY] = (uint64_t)set->topology_flat;
+  row[ROW_TRANSPORT] = (uint64_t)set->transport_mpi;
 }
 
 /* The verdict on every rank's row, the same on every rank: a rank whose settings could not be
@@ -194,6 +199,169 @@ static int agree(mpiar__context_t *ctx, long timeout_ms, const mpiar__settings_t
   return rc;
 }
 
+/* ---- the node transport (engine/transport_node.h) ---- */
+
+/* The segments the node transport's rings live in: this rank's and its node's other ranks'. */
+typedef struct node_maps {
+  int n;
+  mpiar__node_segment_t seg[];
+} node_maps_t;
+
+static void node_maps_free(void *arg) {
+  node_maps_t *m = arg;
+  for (int i = 0; i < m->n; i++) {
+    mpiar__node_segment_unmap(&m->seg[i]); /* (a segment never mapped has no base) */
+  }
+  free(m);
+}
+
+/*
+ * Segments for the rings of this rank's node: each rank makes one, with a ring to each rank of
+ * its node (by the order of the node's ranks), the ranks exchange the segments' numbers, map
+ * those of their node and agree on whether every rank could. One allreduce of a word per rank and
+ * one of a word; the rings are used by every rank or by none. *why says why not.
+ */
+static int node_rings(mpiar__context_t *ctx, long timeout_ms, node_maps_t **maps, int **local,
+                      char *why, size_t len) {
+  const int p = ctx->eng.size, me = ctx->eng.rank, node = ctx->node_of[me];
+  const size_t ring = mpiar__node_ring_bytes(), bytes = ring * (size_t)ctx->local_ranks;
+  int rc = MPIAR_SUCCESS;
+  uint64_t *ids = calloc((size_t)p, sizeof *ids);
+  int *idx = calloc((size_t)p, sizeof *idx);
+  node_maps_t *m = calloc(1, sizeof *m + (size_t)ctx->local_ranks * sizeof m->seg[0]);
+  if (ids == NULL || idx == NULL || m == NULL) {
+    free(ids);
+    free(idx);
+    free(m);
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node transport's map of %d ranks",
+                        p);
+  }
+  m->n = ctx->local_ranks;
+  int n = 0;
+  for (int r = 0; r < p; r++) {
+    idx[r] = ctx->node_of[r] == node ? n++ : -1;
+  }
+  int err = ctx->local_ranks > 1 ? mpiar__node_segment_create(bytes, &m->seg[0]) : 0;
+  if (err == 0 && ctx->local_ranks > 1) {
+    ids[me] = m->seg[0].id;
+  } else if (err != 0) {
+    snprintf(why, len, "rank %d cannot make a %zu-byte shared memory segment: %s", me, bytes,
+             strerror(err));
+  }
+  rc = mpiar__context_allreduce(ctx, ids, (size_t)p, MPIAR_UINT64, MPIAR_MAX, timeout_ms);
+  for (int r = 0; rc == MPIAR_SUCCESS && err == 0 && r < p; r++) {
+    if (r == me || idx[r] < 0) {
+      continue;
+    }
+    mpiar__node_segment_t *seg = &m->seg[idx[r] + 1 - (idx[r] > idx[me])];
+    err = ids[r] != 0 ? mpiar__node_segment_attach(ids[r], bytes, seg) : ENOENT;
+    if (err != 0) {
+      snprintf(why, len, "rank %d cannot map rank %d's shared memory segment: %s", me, r,
+               ids[r] != 0 ? strerror(err) : "that rank has none");
+    }
+  }
+  /* Every rank learns whether all could (the highest rank that could not is named). */
+  uint64_t failed = err != 0 ? (uint64_t)me + 1 : 0;
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__context_allreduce(ctx, &failed, 1, MPIAR_UINT64, MPIAR_MAX, timeout_ms);
+  }
+  if (m->seg[0].base != NULL) {
+    /* Mapped where it will be: the name is no longer needed (nothing is left behind). */
+    mpiar__node_segment_unlink(&m->seg[0]);
+  }
+  if (rc == MPIAR_SUCCESS && failed != 0 && err == 0) {
+    snprintf(why, len, "rank %d could not set up its rings", (int)failed - 1);
+  }
+  free(ids);
+  if (rc != MPIAR_SUCCESS || failed != 0) {
+    node_maps_free(m);
+    free(idx);
+    return rc;
+  }
+  *maps = m;
+  *local = idx;
+  return MPIAR_SUCCESS;
+}
+
+/*
+ * The context's transport: the node transport where MPIAR_TRANSPORT is auto, some ranks share a
+ * node and every rank could set up its rings, else MPI (the engine's transport so far). Every
+ * rank decides alike (the setting and the node map were agreed). @p why: the reason.
+ */
+static int choose_transport(mpiar__context_t *ctx, const mpiar__settings_t *set, long timeout_ms,
+                            char *why, size_t len) {
+  mpiar__engine_t *e = &ctx->eng;
+  size_t threshold = MPIAR__NODE_THRESHOLD;
+  if (set->transport_mpi) {
+    snprintf(why, len, "MPIAR_TRANSPORT=mpi");
+    return MPIAR_SUCCESS;
+  }
+  if (ctx->node_of == NULL || ctx->nnodes == e->size) {
+    snprintf(why, len, "no two ranks share a node");
+    return MPIAR_SUCCESS;
+  }
+  /* From here every rank takes part in the rings' agreement (the decision to hold it is the
+   * same everywhere); a rank alone on its node has no pair to use them with. */
+#if !defined(MPICH_VERSION)
+  /* The rings were measured against MPICH only: with another MPI library auto keeps MPI's path
+   * until they are measured there. */
+  snprintf(why, len, "the rings were measured faster than MPI with MPICH only");
+  return MPIAR_SUCCESS;
+#endif
+  if (e->exact_max <= 1) {
+    snprintf(why, len, "the tag bound leaves no room for exact lengths");
+    return MPIAR_SUCCESS;
+  }
+  if (threshold >= e->exact_max) {
+    threshold = e->exact_max - 1;
+  }
+  node_maps_t *m = NULL;
+  int *idx = NULL;
+  int rc = node_rings(ctx, timeout_ms, &m, &idx, why, len);
+  if (rc != MPIAR_SUCCESS || m == NULL) {
+    return rc;
+  }
+  if (ctx->local_ranks == 1) {
+    node_maps_free(m);
+    free(idx);
+    snprintf(why, len, "no other rank on this node");
+    return MPIAR_SUCCESS;
+  }
+  const int p = e->size, me = e->rank;
+  const size_t ring = mpiar__node_ring_bytes();
+  void **out = calloc((size_t)p, sizeof *out), **in = calloc((size_t)p, sizeof *in);
+  const mpiar__transport_t *tx = NULL;
+  void *txs = NULL;
+  rc = out != NULL && in != NULL ? MPIAR_SUCCESS : MPIAR_ERR_NOMEM;
+  for (int r = 0; rc == MPIAR_SUCCESS && r < p; r++) {
+    if (r != me && idx[r] >= 0) {
+      /* Rank s's segment holds its rings to the node's ranks, by their order on the node. */
+      const mpiar__node_segment_t *peer = &m->seg[idx[r] + 1 - (idx[r] > idx[me])];
+      out[r] = (char *)m->seg[0].base + (size_t)idx[r] * ring;
+      in[r] = (char *)peer->base + (size_t)idx[me] * ring;
+    }
+  }
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__transport_node_open(e->tx, e->txs, me, p, out, in, threshold, node_maps_free, m,
+                                    &tx, &txs);
+  }
+  free(out);
+  free(in);
+  free(idx);
+  if (rc != MPIAR_SUCCESS) {
+    node_maps_free(m);
+    return mpiar__error(MPIAR_ERR_NOMEM, "cannot allocate the node transport of %d ranks", p);
+  }
+  /* The engine is idle (no message in its table): the node transport takes MPI's place, and
+   * the next start sizes its table (an owner table of no capacity makes it reserve). */
+  e->tx = tx;
+  e->txs = txs;
+  e->mcap = 0;
+  snprintf(why, len, "rings with the %d other ranks of this node for messages of at most %zu bytes",
+           ctx->local_ranks - 1, threshold);
+  return MPIAR_SUCCESS;
+}
+
 /*
  * MPIAR_DEBUG=1: how this rank will wait and reduce on the new context, as decided (every rank
  * prints its own line: the policy depends on the node).
@@ -258,8 +426,14 @@ int mpiar__context_setup(mpiar__context_t *ctx, const mpiar__settings_t *set, in
   ctx->node_cpus = cpus > 0 ? cpus : ctx->cores;
   ctx->yield = set->wait == MPIAR__WAIT_YIELD ||
                (set->wait == MPIAR__WAIT_AUTO && ctx->local_ranks > ctx->node_cpus);
+  char why[200];
+  if ((rc = choose_transport(ctx, set, timeout_ms, why, sizeof why)) != MPIAR_SUCCESS) {
+    return rc;
+  }
   if (set->debug) {
     report_context(ctx, set);
+    fprintf(stderr, "mpiar: rank %d of %d: transport %s (%s)\n", ctx->eng.rank, ctx->eng.size,
+            ctx->eng.tx->name, why);
   }
   return MPIAR_SUCCESS;
 }

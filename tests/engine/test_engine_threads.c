@@ -11,13 +11,15 @@
  *   - broadcast from every root of the root's bytes,
  *   - reduce-scatter (each rank's block of the int64 sums, and the reproducible replacement on
  *     float64 against mpiar_reduce_canonical()) and allgather (every rank's block on every rank).
+ * One case in three up to 8 ranks runs on the node transport (engine/transport_node.h) over the
+ * threads transport, with rings in this process's memory (some pairs of ranks on rings, or all).
  * Faults go through the same transport: a send that fails, a rank that never runs the
  * collective (its peers' deadlines), a rank whose count differs (wrong lengths); every rank must
  * end with an error and every request and message must be freed.
  *
  * A failing case prints the command that replays it alone (the run is a function of its seed):
  *   test_engine_threads one ALG P COUNT SEG INPLACE TAGUB MAXMSG SEED [bcast ROOT | rs | ag]
- *                       [repro]
+ *                       [repro] [node RANKS_PER_NODE BYTES]
  * Usage: test_engine_threads matrix [seeds]   the matrix (p = 1..16 and a few up to 64)
  *        test_engine_threads faults [seeds]   the fault cases
  */
@@ -28,6 +30,7 @@
 
 #include "algorithms/algorithms.h"
 #include "engine/engine.h"
+#include "engine/transport_node.h"
 #include "transport_threads.h"
 
 typedef struct tcase {
@@ -46,6 +49,10 @@ typedef struct tcase {
   int silent_rank; /* -1: none; else this rank never runs the collective */
   int long_rank;   /* -1: none; else this rank runs one element more */
   long timeout_ms;
+  /* The node transport over the threads transport: 0 none; else ranks r and q share a node when
+   * r / node_ranks == q / node_ranks, and messages of at most node_bytes take their rings. */
+  int node_ranks;
+  size_t node_bytes;
 } tcase_t;
 
 typedef struct run {
@@ -55,6 +62,7 @@ typedef struct run {
   unsigned char **in, **out;
   int *rc;
   char (*detail)[512];
+  unsigned char *rings; /* p * p rings (node transport): ring (s, q) carries s's messages to q */
 } run_t;
 
 static int failures;
@@ -69,6 +77,10 @@ static void replay_line(const tcase_t *c) {
   fprintf(stderr, "  replay: test_engine_threads one %s %d %zu %zu %d %ld %zu %" PRIu64 "%s%s\n",
           c->alg->name, c->p, c->count, c->seg, c->in_place, c->tag_ub, c->max_msg, c->seed, tail,
           c->repro ? " repro" : "");
+  if (c->node_ranks > 0) {
+    fprintf(stderr, "  (node transport: append 'node %d %zu' to replay it)\n", c->node_ranks,
+            c->node_bytes);
+  }
   if (c->fault.send_fail_rank >= 0 || c->silent_rank >= 0 || c->long_rank >= 0) {
     fprintf(stderr, "  (fault case: send failure on rank %d at send %d, silent rank %d, long rank "
                     "%d, timeout %ld ms; 'faults' replays it)\n",
@@ -95,6 +107,31 @@ static int64_t input_i64(uint64_t seed, int rank, size_t i) {
   return (int64_t)((seed % 1000) * 7 + (uint64_t)rank * 1000003 + i * 31) - 500000;
 }
 
+/* The node transport of @p rank over its threads transport: rings in the run's memory. */
+static int node_open(run_t *run, int rank, const mpiar__transport_t **tx, void **txs) {
+  const tcase_t *c = run->c;
+  const size_t ring = mpiar__node_ring_bytes();
+  void **out = calloc((size_t)c->p, sizeof *out), **in = calloc((size_t)c->p, sizeof *in);
+  int rc = out != NULL && in != NULL ? MPIAR_SUCCESS : MPIAR_ERR_NOMEM;
+  for (int q = 0; rc == MPIAR_SUCCESS && q < c->p; q++) {
+    if (q != rank && q / c->node_ranks == rank / c->node_ranks) {
+      out[q] = run->rings + ((size_t)rank * (size_t)c->p + (size_t)q) * ring;
+      in[q] = run->rings + ((size_t)q * (size_t)c->p + (size_t)rank) * ring;
+    }
+  }
+  /* The tag layout's exact bound caps the rings' messages, as the library's setup does. */
+  mpiar__engine_t layout;
+  mpiar__engine_tag_layout(&layout, c->tag_ub);
+  size_t threshold = c->node_bytes < layout.exact_max ? c->node_bytes : layout.exact_max - 1;
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__transport_node_open(*tx, *txs, rank, c->p, out, in, threshold, NULL, NULL, tx,
+                                    txs);
+  }
+  free(out);
+  free(in);
+  return rc;
+}
+
 static void body(int rank, void *arg) {
   run_t *run = arg;
   const tcase_t *c = run->c;
@@ -108,9 +145,13 @@ static void body(int rank, void *arg) {
   mpiar__plan_t *plan = calloc(1, sizeof *plan);
   mpiar__request_t *r = NULL;
   int rc = e != NULL && plan != NULL ? MPIAR_SUCCESS : MPIAR_ERR_NOMEM;
+  const mpiar__transport_t *tx = &mpiar__transport_threads;
+  void *txs = mpiar__tw_state(run->w, rank);
+  if (rc == MPIAR_SUCCESS && c->node_ranks > 0) {
+    rc = node_open(run, rank, &tx, &txs);
+  }
   if (rc == MPIAR_SUCCESS) {
-    rc = mpiar__engine_init(e, &mpiar__transport_threads, mpiar__tw_state(run->w, rank), rank, c->p,
-                            c->tag_ub);
+    rc = mpiar__engine_init(e, tx, txs, rank, c->p, c->tag_ub);
     e->check_describe = describe;
   }
   if (rc == MPIAR_SUCCESS) {
@@ -215,8 +256,17 @@ static int run_case(const tcase_t *c) {
       memset(run.out[r], 0xAB, n * 8);
     }
   }
+  if (c->node_ranks > 0) {
+    void *mem = NULL;
+    size_t bytes = (size_t)c->p * (size_t)c->p * mpiar__node_ring_bytes();
+    if (posix_memalign(&mem, 64, bytes) == 0) {
+      mpiar__node_rings_init(mem, (size_t)c->p * (size_t)c->p);
+    }
+    run.rings = mem;
+  }
   run.w = mpiar__tw_create(c->p, c->seed, c->tag_ub, &c->fault);
-  int bad = run.w == NULL || mpiar__tw_run(run.w, body, &run) != 0;
+  int bad = run.w == NULL || (c->node_ranks > 0 && run.rings == NULL) ||
+            mpiar__tw_run(run.w, body, &run) != 0;
   size_t leftover = 0;
   if (run.w != NULL) {
     mpiar__tw_destroy(run.w, &leftover);
@@ -310,6 +360,7 @@ static int run_case(const tcase_t *c) {
     free(run.out[r]);
   }
   free(expect);
+  free(run.rings);
   free(run.in);
   free(run.out);
   free(run.rc);
@@ -341,6 +392,14 @@ static void vary(tcase_t *c, uint64_t k) {
   c->in_place = (int)((k / 7) % 2);
   c->tag_ub = (k / 3) % 4 == 0 ? 65535 : (1L << 28) - 1; /* 65535: 2 size bits, most probed */
   c->max_msg = (k / 5) % 4 == 0 ? 24 : (size_t)1 << 30;   /* 24 bytes: steps split */
+  /* One case in three up to 8 ranks runs on the node transport: nodes of 2 ranks with only
+   * messages of at most 64 bytes on rings (the others on the threads transport), or one node
+   * with every exact-length message on rings (segments of 1..7 elements fill them). */
+  int node = (k / 11) % 3 == 0 ? 1 + (int)((k / 33) % 2) : 0;
+  if (c->p <= 8 && node > 0) {
+    c->node_ranks = node == 1 ? 2 : c->p;
+    c->node_bytes = node == 1 ? 64 : MPIAR__NODE_THRESHOLD;
+  }
 }
 
 static void matrix(int seeds) {
@@ -446,6 +505,13 @@ static void faults(int seeds) {
             c.long_rank = who;
             c.tag_ub = s % 2 ? 65535 : (1L << 28) - 1;
           }
+          if (kind > 0 && s % 2 == 0) {
+            /* On the node transport's rings: a silent peer is a deadline there too, and a
+             * message of another length is found by the scan. (A send failure is the inner
+             * transport's: case 0 stays on it.) */
+            c.node_ranks = p;
+            c.node_bytes = MPIAR__NODE_THRESHOLD;
+          }
           cases++;
           run_case(&c);
         }
@@ -485,7 +551,13 @@ int main(int argc, char **argv) {
     c.bcast = bcast;
     c.rsag = rsag;
     c.root = bcast ? atoi(argv[11]) : 0;
-    c.repro = strcmp(argv[argc - 1], "repro") == 0;
+    for (int i = 10; i < argc; i++) {
+      c.repro |= strcmp(argv[i], "repro") == 0;
+      if (i + 2 < argc && strcmp(argv[i], "node") == 0) {
+        c.node_ranks = atoi(argv[i + 1]);
+        c.node_bytes = strtoull(argv[i + 2], NULL, 10);
+      }
+    }
     run_case(&c);
     printf("one case: %s\n", failures ? "failed" : "passed");
   } else {
