@@ -108,7 +108,8 @@ function(mpiar_python_add_tests)
   set(withtorch numpy,mpi4py,pytest,torch)
   set(pytest -m pytest -q -x -p no:cacheprovider --color=no --rootdir "${tests}")
   set(core_files "${tests}/test_world.py" "${tests}/test_allreduce.py" "${tests}/test_errors.py"
-                 "${tests}/test_kvstore.py" "${tests}/test_requests.py" "${tests}/test_rsag.py")
+                 "${tests}/test_kvstore.py" "${tests}/test_requests.py" "${tests}/test_rsag.py"
+                 "${tests}/test_alloc.py")
   set(names python_np1 python_np2 python_np4 python_torch_np1 python_torch_np2 python_torch_np4
             python_train_np1 python_train_np2 python_train_np4 python_train_resume_np2
             python_pip_install python_schedules python_schedules_np8)

@@ -23,6 +23,13 @@ contiguous data is never copied.
 - ``KVStore``: the allreduce key-value store (init, pushpull, pushpull_async, wait_all,
   broadcast, step, update, save/load).
 - ``mpiar.torch``: broadcast_parameters, broadcast_optimizer_state, DistributedOptimizer.
+- ``alloc(shape, dtype="float32", comm=None, like="numpy")``: a NumPy array (or, with
+  ``like="torch"``, a CPU tensor) on node-shared memory (``mpiar_alloc``): an allreduce on such
+  arrays, on every rank, runs zero-copy when the ranks share one node. Collective. The memory is
+  freed collectively too: once the array and every view of it are gone on every rank, at the
+  next ``alloc``, ``free`` or ``collect()`` on that communicator (the garbage collector never
+  frees it by itself, since the ranks collect at different moments); or at once by ``free(x)``,
+  after which x and its views must not be used (as a pointer after ``free()`` in C).
 
 Errors raise ``mpiar.Error`` subclasses, one per C error code (``mpiar.TimeoutError``,
 ``mpiar.MismatchError``, ...), with the library's detail in ``.detail``. With ``check=True`` (the
@@ -30,6 +37,8 @@ default) every collective call first checks, with one small allreduce, that all 
 matching arguments; a rank whose arguments are wrong raises its own exception and the others a
 ``MismatchError`` naming it, instead of hanging.
 """
+
+import weakref as _weakref
 
 from mpi4py import MPI as _MPI  # noqa: F401  (MPI is initialised by mpi4py, before the extension)
 
@@ -68,8 +77,221 @@ class SGD:
                 f"weight_decay={self.weight_decay})")
 
 
+
+# ---- node-shared arrays ---------------------------------------------------------------------
+#
+# Freeing is collective (mpiar_free waits for every rank of the node), and the garbage collector
+# drops an array at a different moment on each rank, so a drop only marks the allocation. The
+# allocations of a communicator are numbered alike on every rank (alloc is collective), and at
+# each collective point (alloc, free, collect) the ranks reduce a bitmap of the ones they have
+# dropped with a bitwise AND: those dropped everywhere are freed, in number order, on every rank.
+
+
+class _Allocations:
+    """The node-shared allocations this process made on one communicator."""
+
+    __slots__ = ("comm", "next", "floor", "live", "dropped", "aligned")
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.aligned = None     # _windows_aligned(comm), asked at the first alloc
+        self.next = 0           # the number of the next allocation (alike on every rank)
+        self.floor = 0          # every allocation below it is freed (alike on every rank)
+        self.live = {}          # number -> (address, nbytes)
+        self.dropped = set()    # numbers this rank no longer uses
+
+    def find(self, address):
+        for number, (start, nbytes) in self.live.items():
+            if start <= address < start + max(nbytes, 1):
+                return number
+        return None
+
+
+_allocations = {}
+
+
+def _allocations_of(comm):
+    comm = _MPI.COMM_WORLD if comm is None else comm
+    if not isinstance(comm, _MPI.Intracomm):
+        raise TypeError(f"comm must be an mpi4py intracommunicator, not {type(comm).__name__}")
+    key = _MPI._handleof(comm)
+    state = _allocations.get(key)
+    if state is None:
+        state = _allocations[key] = _Allocations(comm)
+    return state
+
+
+def _windows_aligned(comm):
+    """Does this MPI start every rank's segment of a shared window on a cache line? (collective)
+
+    The library's zero-copy path keeps its control blocks in such a window and accesses them as
+    64-byte aligned structures; Open MPI 4.1 places the segments 8 bytes past a cache line, where
+    those accesses fault. Until the library aligns its control blocks itself, alloc refuses
+    there instead of handing out arrays whose allreduce would crash the process.
+    """
+    import numpy as np
+    node = comm.Split_type(_MPI.COMM_TYPE_SHARED)
+    try:
+        win = _MPI.Win.Allocate_shared(64, 1, comm=node)
+        try:
+            return all(np.frombuffer(win.Shared_query(q)[0], dtype=np.uint8).ctypes.data % 64 == 0
+                       for q in range(node.Get_size()))
+        finally:
+            win.Free()
+    finally:
+        node.Free()
+
+
+def _dropped(key, number):
+    state = _allocations.get(key) if _allocations is not None else None
+    if state is not None and number in state.live:
+        state.dropped.add(number)
+
+
+def _collect(state):
+    """Free what every rank has dropped (collective over state.comm). Returns the count."""
+    import numpy as np
+    n = state.next - state.floor
+    if n <= 0:
+        return 0
+    bits = np.zeros(n, dtype=np.uint8)
+    for number in list(state.dropped):
+        bits[number - state.floor] = 1
+    allreduce(bits, op="band", out=bits, comm=state.comm)
+    freed = 0
+    for i in np.flatnonzero(bits).tolist():
+        number = state.floor + i
+        address, _ = state.live.pop(number)
+        state.dropped.discard(number)
+        _mpiar._shm_release(address)
+        freed += 1
+    while state.floor < state.next and state.floor not in state.live:
+        state.floor += 1
+    return freed
+
+
+def _layout(shape, dtype, like):
+    """(shape tuple, element size, dtype) of an allocation; raises on bad arguments."""
+    if like not in ("numpy", "torch"):
+        raise ValueError(f"alloc: like must be 'numpy' or 'torch', not {like!r}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(not isinstance(d, int) or d < 0 for d in shape):
+        raise ValueError(f"alloc: the shape must be non-negative integers, not {shape!r}")
+    if like == "torch":
+        import torch
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        if not isinstance(dt, torch.dtype):
+            raise TypeError(f"alloc: {dtype!r} is not a torch dtype")
+        return shape, torch.empty((), dtype=dt).element_size(), dt
+    import numpy as np
+    dt = np.dtype(dtype)
+    return shape, dt.itemsize, dt
+
+
+def alloc(shape, dtype="float32", comm=None, like="numpy"):
+    """An array of ``shape`` and ``dtype`` on node-shared memory (collective over ``comm``).
+
+    Returns a C-contiguous NumPy array, or a CPU ``torch.Tensor`` with ``like="torch"`` (then
+    ``dtype`` may be a torch dtype, bfloat16 included). Its contents are undefined, as with
+    ``numpy.empty``. An allreduce (``allreduce``, ``iallreduce``) on ``comm`` whose buffers are
+    such arrays on every rank, with every rank on one node, runs zero-copy (docs/shm.md). Views,
+    ``torch.from_numpy`` and ``Tensor.numpy()`` share the memory. See ``free`` for its lifetime.
+    A bad argument on one rank raises there and makes the call fail on every rank.
+    """
+    state = _allocations_of(comm)
+    if state.aligned is None:
+        state.aligned = _windows_aligned(state.comm)
+    if not state.aligned:
+        raise UnsupportedError(  # noqa: F821 (a class of the C error list, above)
+            "alloc: this MPI does not start shared-window segments on a cache line, which the "
+            "zero-copy allreduce's control blocks need; node-shared arrays are off with it")
+    return _alloc(state, shape, dtype, like)
+
+
+def _alloc(state, shape, dtype, like):
+    """alloc() without the check of the MPI's windows (the lifetime tests use it anywhere)."""
+    try:
+        shape, itemsize, dt = _layout(shape, dtype, like)
+        count = 1
+        for d in shape:
+            count *= d
+        nbytes = count * itemsize
+        error = None
+    except (TypeError, ValueError, AttributeError) as e:
+        nbytes, error = -1, e      # -1 is refused by mpiar_alloc on every rank
+    _collect(state)
+    try:
+        buf = _mpiar._shm_alloc(nbytes, state.comm)   # fails on every rank when any rank failed
+    except (Error, ValueError):
+        if error is not None:
+            raise error from None
+        raise
+    number = state.next
+    state.next += 1
+    state.live[number] = (buf.address, nbytes)
+    _weakref.finalize(buf, _dropped, _MPI._handleof(state.comm), number).atexit = False
+    import numpy as np
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    if like == "torch":
+        import torch
+        return torch.from_numpy(raw).view(dt).view(shape)
+    return raw.view(dt).reshape(shape)
+
+
+def _address_of(x):
+    if hasattr(x, "data_ptr") and hasattr(x, "is_cuda"):
+        return x.data_ptr()
+    interface = getattr(x, "__array_interface__", None)
+    if interface is None:
+        raise TypeError(f"free: {type(x).__name__} is not an array from mpiar.alloc")
+    return interface["data"][0]
+
+
+def free(x, comm=None):
+    """Free the node-shared memory of ``x`` (an array or tensor from ``alloc``, or a view into it)
+    now, on every rank of ``comm`` (collective; every rank must free the same allocation).
+
+    Afterwards ``x`` and every array, view or tensor over that memory must not be used: the
+    memory is gone, as a pointer after ``free()`` in C (what MPI does with the pages decides
+    whether a use faults or silently reads and writes memory that is no longer this array's).
+    Without ``free``, the memory of an array that is gone (with every view of it) on every rank
+    is freed at the next ``alloc``, ``free`` or ``collect()`` on the communicator, which is always
+    safe, and what is left at ``MPI_Finalize`` is freed there. Raises ``ValueError`` on a rank
+    where ``x`` is not live memory of ``alloc`` on ``comm`` (``TypeError`` when it is not an array),
+    and ``mpiar.MismatchError`` on the others, or on every rank when the ranks name different
+    allocations; nothing is freed then.
+    """
+    import numpy as np
+    state = _allocations_of(comm)
+    number, error = None, None
+    try:
+        number = state.find(_address_of(x))
+        if number is None:
+            error = ValueError("free: the array is not live memory of mpiar.alloc on this "
+                               "communicator")
+    except TypeError as e:
+        error = e
+    mine = -1 if number is None else number
+    words = np.array([mine, -mine], dtype=np.int64)
+    allreduce(words, op="max", out=words, comm=state.comm)
+    if error is not None:
+        raise error
+    if words[1] > 0 or -words[1] != words[0]:
+        why = ("another rank could not free its array" if words[1] > 0
+               else "the ranks free different allocations")
+        raise MismatchError("free: " + why)  # noqa: F821 (a class of the C error list, above)
+    state.dropped.add(number)
+    _collect(state)
+
+
+def collect(comm=None):
+    """Free the node-shared memory that every rank of ``comm`` has dropped (collective).
+    Returns how many allocations were freed."""
+    return _collect(_allocations_of(comm))
+
+
 __all__ = ["Error", "KVStore", "Request", "SGD", "algorithms", "allgather", "allgather_init",
            "allreduce", "allreduce_init", "bcast", "bcast_init", "build_info", "errors",
            "iallgather", "iallreduce", "ibcast", "ireduce_scatter_block", "kernel_level",
            "reduce_scatter_block", "reduce_scatter_block_init", "select", "testany", "waitall",
-           "waitany"] + [cls.__name__ for cls in _mpiar._error_classes]
+           "waitany", "alloc", "free", "collect"] + [cls.__name__ for cls in _mpiar._error_classes]

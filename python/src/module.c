@@ -261,7 +261,7 @@ PyMODINIT_FUNC PyInit__mpiar(void) {
   }
   PyObject *info = build_info();
   if (info == NULL || pyar_module_add(m, "build_info", info) < 0 || pyar_errors_init(m) < 0 ||
-      pyar_request_init(m) < 0 || pyar_kvstore_init(m) < 0 ||
+      pyar_request_init(m) < 0 || pyar_kvstore_init(m) < 0 || pyar_shm_init(m) < 0 ||
       PyModule_AddStringConstant(m, "__version__", mpiar_version()) < 0) {
     Py_XDECREF(info);
     Py_DECREF(m);

@@ -6,7 +6,8 @@
  * (NumPy arrays, buffer-protocol objects and torch tensors as typed memory), call.c (one prepared
  * collective call: validation, the cross-rank argument check, execution), collectives.c
  * (allreduce, bcast, select, and their nonblocking and persistent forms), request.c (the Request
- * type, waitall/waitany/testany) and kvstore.c (the KVStore type).
+ * type, waitall/waitany/testany), kvstore.c (the KVStore type) and shm.c (node-shared memory,
+ * mpiar.alloc).
  *
  * A collective call is prepared into a pyar_call_t that owns everything the C call reads or
  * writes (references to the arrays, buffer views, temporary copies). A nonblocking call prepares
@@ -342,6 +343,11 @@ PyObject *pyar_c_loop(PyObject *self, PyObject *const *args, Py_ssize_t nargs, P
 
 /** Add the KVStore type to @p module. @return 0 or -1. */
 int pyar_kvstore_init(PyObject *module);
+
+/* ---- shm.c ------------------------------------------------------------------------------- */
+
+/** Add the SharedBuffer type, _shm_alloc and _shm_release to @p module. @return 0 or -1. */
+int pyar_shm_init(PyObject *module);
 
 /** Add @p obj to @p module under @p name (a new reference is taken). @return 0 or -1. */
 static inline int pyar_module_add(PyObject *module, const char *name, PyObject *obj) {
