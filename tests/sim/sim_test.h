@@ -9,11 +9,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../common/test_check.h"
 #include "../common/test_random.h"
 #include "mpiar_types.h"
 #include "schedule/topology.h"
+#include "sim/sim.h"
 
 /* A datatype and an operation, as the tables of pairs a test rotates through list them. */
 typedef struct pair {
@@ -42,6 +45,47 @@ static inline int make_topology(mpiar__topology_t *t, int nnodes, const int *siz
     return mpiar__topology_uneven(t, nnodes, sizes, (mpiar__placement_t)placement);
   }
   return mpiar__topology_shuffled(t, nnodes, sizes, rng);
+}
+
+/*
+ * Operand order: every rank's input a quiet NaN float32 whose payload names the rank (r + 1); the
+ * result must carry rank 0's payload on every rank, which holds only if every reduction holding
+ * rank 0's data puts it in operand a. Counts a failure (EXPECT) otherwise.
+ */
+static inline void sim_expect_nan_order(const mpiar__algorithm_t *alg, int p, size_t count,
+                                        size_t seg, int in_place) {
+  float **in = (float **)calloc((size_t)p, sizeof *in);
+  float *expect = (float *)malloc((count ? count : 1) * sizeof *expect);
+  int ok = in != NULL && expect != NULL;
+  for (int r = 0; ok && r < p; r++) {
+    in[r] = (float *)malloc((count ? count : 1) * sizeof **in);
+    ok = in[r] != NULL;
+    for (size_t i = 0; ok && i < count; i++) {
+      const uint32_t b = 0x7fc00000u | (uint32_t)(r + 1);
+      memcpy(&in[r][i], &b, 4);
+    }
+  }
+  EXPECT(ok, "%s p=%d: out of memory for the NaN inputs", alg->name, p);
+  if (ok) {
+    memcpy(expect, in[0], count * sizeof *expect);
+    mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+    cfg.algorithm = alg;
+    cfg.nranks = p;
+    cfg.count = count;
+    cfg.segment_elems = seg;
+    cfg.in_place = in_place;
+    cfg.inputs = (const void *const *)in;
+    cfg.expect = expect;
+    mpiar__sim_result_t res;
+    const int rc = mpiar__sim_run(&cfg, &res);
+    EXPECT(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu seg=%zu in_place=%d NaN order: %s",
+           alg->name, p, count, seg, in_place, rc ? mpiar_last_error() : res.error);
+  }
+  for (int r = 0; in != NULL && r < p; r++) {
+    free(in[r]);
+  }
+  free(in);
+  free(expect);
 }
 
 #endif /* MPIAR_SIM_TEST_H */

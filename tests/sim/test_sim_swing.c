@@ -56,42 +56,6 @@ static int send_peers(const mpiar__algorithm_t *alg, int p, int r, int *peers, i
   return n;
 }
 
-/* Every rank's input a quiet NaN whose payload names the rank: rank 0's payload must come out
- * everywhere, which holds only if every reduction holding rank 0's data puts it in operand a. */
-static void nan_order(const mpiar__algorithm_t *alg, int p, size_t count, int in_place) {
-  float **in = calloc((size_t)p, sizeof *in);
-  float *expect = malloc(count * sizeof *expect);
-  int ok = in != NULL && expect != NULL;
-  for (int r = 0; ok && r < p; r++) {
-    in[r] = malloc(count * sizeof **in);
-    ok = in[r] != NULL;
-    for (size_t i = 0; ok && i < count; i++) {
-      const uint32_t b = 0x7fc00000u | (uint32_t)(r + 1);
-      memcpy(&in[r][i], &b, 4);
-    }
-  }
-  if (ok) {
-    memcpy(expect, in[0], count * sizeof *expect);
-    mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-    cfg.algorithm = alg;
-    cfg.nranks = p;
-    cfg.count = count;
-    cfg.in_place = in_place;
-    cfg.inputs = (const void *const *)in;
-    cfg.expect = expect;
-    mpiar__sim_result_t res;
-    const int rc = mpiar__sim_run(&cfg, &res);
-    EXPECT(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu in_place=%d NaN order: %s",
-           alg->name, p, count, in_place, rc ? mpiar_last_error() : res.error);
-  }
-  EXPECT(ok, "out of memory");
-  for (int r = 0; in != NULL && r < p; r++) {
-    free(in[r]);
-  }
-  free(in);
-  free(expect);
-}
-
 /*
  * Two levels: swing.c's step-synchronous estimate against the simulator on node grids whose p is
  * even and not a power of two, block, round-robin and shuffled placements, three regimes (port-
@@ -298,14 +262,14 @@ int main(int argc, char **argv) {
   sim(fold, 192, 192 * 3 + 7, 0, 1);
   /* Operand order: rank 0's NaN payload everywhere (empty, short and uneven blocks). */
   for (int p = 2; p <= (quick ? 20 : 40); p++) {
-    nan_order(bw, p, (size_t)2 * p + 3, p % 2);
-    nan_order(bw, p, (size_t)p - 1, (p + 1) % 2);
+    sim_expect_nan_order(bw, p, (size_t)2 * p + 3, 0, p % 2);
+    sim_expect_nan_order(bw, p, (size_t)p - 1, 0, (p + 1) % 2);
     if (p % 5 == 0) {
-      nan_order(fold, p, (size_t)3 * p + 1, 0);
+      sim_expect_nan_order(fold, p, (size_t)3 * p + 1, 0, 0);
     }
   }
-  nan_order(bw, 100, 301, 1);
-  nan_order(bw, 258, 1031, 0);
+  sim_expect_nan_order(bw, 100, 301, 0, 1);
+  sim_expect_nan_order(bw, 258, 1031, 0, 0);
   printf("two levels: swing's estimate within %.0f %% of the simulator\n", 100 * two_levels(bw));
   printf("%d failures\n", failures);
   return failures ? 1 : 0;
