@@ -275,6 +275,18 @@ def test_async_works(groups):
     assert torch.equal(flat, torch.arange(size).float().repeat_interleave(1000))
 
 
+def test_blocking_calls_run_in_caller(groups):
+    size = dist.get_world_size()
+    g = dist.new_group(backend="mpiar")
+    t = torch.ones(1 << 18)  # 1 MiB: above inline_bytes, so only async_op=False keeps it inline
+    dist.all_reduce(t, group=g)
+    dist.broadcast(t, 0, group=g)
+    assert g._ex._thread is None  # no worker thread was needed
+    w = dist.all_reduce(t, group=g, async_op=True)
+    assert g._ex._thread is not None
+    assert w.wait() and torch.equal(t, torch.full((1 << 18,), float(size * size)))
+
+
 def test_new_group(groups):
     r, size = dist.get_rank(), dist.get_world_size()
     evens = list(range(0, size, 2))
