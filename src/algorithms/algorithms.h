@@ -268,11 +268,16 @@ double mpiar__cost_hier_recursive_doubling(int nranks, size_t bytes, size_t elem
  * (torus_2d.c).
  */
 int mpiar__build_double_binary_tree(mpiar__schedule_t *s);
+/* The same trees with their edges coloured, each rank's sends in the colouring's steps. */
+int mpiar__build_double_binary_tree_colour(mpiar__schedule_t *s);
 int mpiar__build_direct(mpiar__schedule_t *s);
 int mpiar__build_torus_2d(mpiar__schedule_t *s);
 double mpiar__cost_double_binary_tree(int nranks, size_t bytes, size_t elem_size,
                                       size_t segment_bytes, const mpiar__cost_params_t *c,
                                       const mpiar__topology_t *topo);
+double mpiar__cost_double_binary_tree_colour(int nranks, size_t bytes, size_t elem_size,
+                                             size_t segment_bytes, const mpiar__cost_params_t *c,
+                                             const mpiar__topology_t *topo);
 double mpiar__cost_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,
                           const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 double mpiar__cost_torus_2d(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

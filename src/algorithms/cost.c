@@ -3,6 +3,7 @@
  * of a pattern on the node ports, for the flat algorithms' estimates on a topology.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "algorithms/util.h"
 
@@ -63,6 +64,97 @@ double mpiar__round_time(const mpiar__round_load_t *load, const mpiar__cost_para
   const double intra = load->intra ? c->alpha + bytes * c->beta : 0.0;
   const double inter = load->port * (c->alpha_inter + bytes * c->beta_inter);
   return intra > inter ? intra : inter;
+}
+
+int mpiar__tally_init(mpiar__tally_t *t, const mpiar__topology_t *topo) {
+  t->topo = topo;
+  t->count = calloc(2 * ((size_t)topo->nranks + (size_t)topo->nnodes), sizeof *t->count);
+  return t->count != NULL ? MPIAR_SUCCESS : MPIAR_ERR_NOMEM;
+}
+
+void mpiar__tally_free(mpiar__tally_t *t) {
+  free(t->count);
+  t->count = NULL;
+}
+
+void mpiar__tally_clear(mpiar__tally_t *t) {
+  memset(t->count, 0, 2 * ((size_t)t->topo->nranks + (size_t)t->topo->nnodes) * sizeof *t->count);
+}
+
+void mpiar__tally_add(mpiar__tally_t *t, int from, int to) {
+  const mpiar__topology_t *topo = t->topo;
+  const int a = topo->node_of[from], b = topo->node_of[to];
+  if (a == b) {
+    t->count[2 * from]++;
+    t->count[2 * to + 1]++;
+  } else {
+    int *node = t->count + 2 * topo->nranks;
+    node[2 * a]++;
+    node[2 * b + 1]++;
+  }
+}
+
+void mpiar__tally_round(mpiar__tally_t *t, mpiar__peer_fn peer, const void *arg) {
+  for (int r = 0; r < t->topo->nranks; r++) {
+    const int q = peer(r, arg);
+    if (q >= 0) {
+      mpiar__tally_add(t, r, q);
+    }
+  }
+}
+
+double mpiar__tally_time(const mpiar__tally_t *t, const mpiar__cost_params_t *c, double bytes) {
+  int own = 0, port = 0;
+  for (int i = 0; i < 2 * t->topo->nranks; i++) {
+    own = t->count[i] > own ? t->count[i] : own;
+  }
+  const int *node = t->count + 2 * t->topo->nranks;
+  for (int i = 0; i < 2 * t->topo->nnodes; i++) {
+    port = node[i] > port ? node[i] : port;
+  }
+  const double intra = own * (c->alpha + bytes * c->beta);
+  const double inter = port * (c->alpha_inter + bytes * c->beta_inter);
+  return intra > inter ? intra : inter;
+}
+
+/* Sub-step x->t of the round at distance x->d: a lead's partner, -1 for the other ranks. */
+static int radix_peer(int rank, const void *arg) {
+  const mpiar__radix_step_t *x = arg;
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(x->p, rank, x->k, &g);
+  if (rank != g.lead) {
+    return -1;
+  }
+  const int digit = (g.v / x->d) % g.k, ito = (digit + x->t) % g.k;
+  return (int)mpiar__block_off((size_t)x->p, x->pp, g.v + (ito - digit) * x->d);
+}
+
+/* The collapse: a member's lead, -1 for a lead. */
+static int radix_member_peer(int rank, const void *arg) {
+  const mpiar__radix_step_t *x = arg;
+  mpiar__radix_groups_t g;
+  mpiar__radix_groups(x->p, rank, x->k, &g);
+  return rank != g.lead ? g.lead : -1;
+}
+
+double mpiar__radix_round_time(mpiar__tally_t *t, mpiar__radix_step_t *x,
+                               const mpiar__cost_params_t *c, double bytes) {
+  mpiar__tally_clear(t);
+  for (x->t = 1; x->t < x->k; x->t++) {
+    mpiar__tally_round(t, radix_peer, x);
+  }
+  return mpiar__tally_time(t, c, bytes);
+}
+
+double mpiar__radix_collapse_time(mpiar__tally_t *t, const mpiar__radix_step_t *x,
+                                  const mpiar__cost_params_t *c, double bytes) {
+  if (x->pp == x->p) {
+    return 0.0;
+  }
+  const int gs = (x->p + x->pp - 1) / x->pp;
+  mpiar__tally_clear(t);
+  mpiar__tally_round(t, radix_member_peer, x);
+  return 2 * mpiar__tally_time(t, c, bytes) + (gs - 1) * bytes * c->gamma;
 }
 
 int mpiar__xor_peer(int rank, const void *arg) {

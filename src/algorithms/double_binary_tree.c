@@ -45,20 +45,47 @@
  *       a node's children arrive one after the other at its receive port, each reduced after
  *       its arrival; going down, a node sends to its children one after the other), about
  *       (4 log2 p - 2) t + log2 p r for a power of two, plus one segment per period of
- *       (log2 p + 4) t for the m-1 others (3 t at p = 3).
+ *       (log2 p + 4) t for the m-1 others (3 t at p = 3), or of 2.75 r + 2 t where the
+ *       reductions are longer.
  *   The estimate is within 25 % of the simulator for p <= 1024, segmented or not
  *   (tests/sim/test_sim_catalogue.c); unsegmented it is within a message time or two. The
  *   period is what the simulator shows, not the 4 t that the busiest rank's ports need (4
  *   messages each way per segment): its ports are full duplex but send in the order messages
  *   became ready and a sender waits for its receiver's port, so the two trees' messages queue
- *   behind each other in a pattern that grows with the depth. Sanders, Speck and Träff's
- *   edge-colouring schedule (each rank alternates between its two trees in fixed steps) would
- *   reach 4 t; it is not built yet. Pacing the leaves' sends by the other tree was tried and was
- *   slower (18 t per segment at p = 1024 instead of 14 t).
+ *   behind each other in a pattern that grows with the depth. Pacing the leaves' sends by the
+ *   other tree was tried and was slower (18 t per segment at p = 1024 instead of 14 t).
  *   Not chosen by the selector (MPIAR__ALG_MANUAL); run it by name.
+ *
+ * double_binary_tree/colour: the same trees, messages and reductions, with Sanders, Speck and
+ *   Träff's edge colouring: every edge gets colour 0 or 1 so that a rank's two edges to its
+ *   parents differ, and so do its edges to its (at most two) children;
+ *   the edges form paths and even cycles, coloured alternately along each. A timetable of steps
+ *   in phases of four (up on colour 0, up on colour 1, down on colour 0, down on colour 1) gives
+ *   every message a step in which neither its sender nor its receiver has another: a partial
+ *   goes up on the first step of its edge's up phase after the children's arrived, a result down
+ *   on the first of its down phase after it arrived, and segment g runs 4 g steps after segment
+ *   0. Each rank's sends are chained in the timetable's order (a send depends on the rank's
+ *   previous one), which is the only order the schedule imposes: a message still leaves as
+ *   soon as its data and its sender are ready, so ranks need not wait for idle steps. Where there
+ *   is nothing to pipeline (one segment per half) or p <= 3 it builds the uncoloured order,
+ *   which is faster there.
+ *   Cost: the fill as above, then one segment per period max(5.5 t, 2.75 r + 2 t); the ports'
+ *   bound is 4 t. The simulator shows 4 to 6.1 t per segment (about 5.7 t from p = 64 to 1024,
+ *   against 10 to 14 t uncoloured), because a sender that is ahead of the timetable takes a
+ *   receiver's port before the message whose step it was; the estimate is within 26 % of the
+ *   simulator for 4 <= p <= 1024, segmented, in both regimes (tests/sim/test_sim_catalogue.c).
+ *   Against the uncoloured order in the simulator (every p = 4..444, and 625, 1024; segments of
+ *   4K to 64K elements): from p = 8 on it takes 0.48 to 0.91 of its time where the ports bound
+ *   it (0.49 at p = 1024) and 0.74 to 1.005 where the reductions do (0.5 % slower at p = 129,
+ *   225, 249); at p = 4 and 7 it is up to 3.5 % slower (6 % reduction-bound at p = 4). So it is
+ *   an entry of its own (named only), not a replacement. Building costs O(p) per rank (the
+ *   colouring walks both whole trees).
  * Two levels: the estimate with that level's alpha and beta on one node or one rank per node;
- *   otherwise with the slower level's for every message, which ignores the node ports' sharing
- *   (the simulator gives from half to 2.5 times that on 2..8 nodes): not modelled yet.
+ *   otherwise the fill takes each edge's message time (alpha_inter + S beta_inter between nodes)
+ *   on the slower of the two trees, and the period is at least a node port's share: both
+ *   trees' inter-node messages of one segment through the busiest node's port, up and down
+ *   (node_port_load). Within 50 % of the simulator on 2..16 nodes of 1..16 ranks, segmented or
+ *   not, for both orders (tests/sim/test_sim_two_level.c).
  *
  * Tags: (tree, direction, segment) as ((2 tree + direction) MPIAR__DBT_SEGMENTS + g); a rank
  * and one of its tree neighbours exchange one message per (tree, direction, segment), so a tag
@@ -285,46 +312,404 @@ cleanup:
 }
 
 /*
+ * The edge colouring and the timetable (see the header). Edge e = 2 c + t joins rank c to its
+ * parent in tree t. Each rank is the lower end of at most two edges (its parents) and the upper
+ * end of at most two (its children in both trees), so the edges form paths and even cycles and
+ * alternate colours along them: a rank's two parent edges differ in colour, and so do its two
+ * child edges. In the timetable's step s (phase s mod 4) a rank sends on its edge of colour c to
+ * its parent (phase c, the reduction's way up) or to its child (phase 2 + c, the way down), and
+ * receives on the edge of the same colour the other way, so no rank sends or receives two
+ * messages in one step; segment g of a message goes 4 g steps after segment 0.
+ */
+typedef struct forest {
+  int *par;    /* par[2 r + t]: rank r's parent in tree t, -1 at the root */
+  int *kid;    /* kid[4 r + 2 t + i]: its children in tree t, -1 for none */
+  int *colour; /* colour[e] of edge e = 2 r + t */
+  int *up;     /* up[e]: the step r sends segment 0 to its parent in t; a root: its last child's */
+  int *down;   /* down[e]: the step r receives segment 0's result from its parent; a root: up[e] */
+} forest_t;
+
+static void forest_free(forest_t *f) {
+  free(f->par);
+  f->par = NULL;
+}
+
+/* The edge after e at its child's end (side 0) or at its parent's end (side 1), -1 for none. */
+static int next_edge(const forest_t *f, int e, int side) {
+  if (side == 0) {
+    return f->par[e ^ 1] >= 0 ? e ^ 1 : -1;
+  }
+  const int *k = &f->kid[4 * f->par[e]];
+  for (int i = 0; i < 4; i++) {
+    const int x = k[i] >= 0 ? 2 * k[i] + i / 2 : -1;
+    if (x >= 0 && x != e) {
+      return x;
+    }
+  }
+  return -1;
+}
+
+/* Colour the path or cycle through e, leaving e through @p side first, alternating from 0. */
+static void colour_walk(forest_t *f, int e, int side) {
+  int c = 0;
+  while (e >= 0 && f->colour[e] < 0) {
+    f->colour[e] = c;
+    c ^= 1;
+    e = next_edge(f, e, side);
+    side ^= 1;
+  }
+}
+
+/* The first step after @p after in phase @p phase. */
+static int step_after(int after, int phase) {
+  const int s = after + 1;
+  return s + (((phase - s) % 4) + 4) % 4;
+}
+
+static int up_steps(forest_t *f, int t, int r) {
+  int last = -1;
+  for (int i = 0; i < 2; i++) {
+    const int k = f->kid[4 * r + 2 * t + i];
+    if (k >= 0) {
+      const int x = up_steps(f, t, k);
+      last = x > last ? x : last;
+    }
+  }
+  const int e = 2 * r + t;
+  f->up[e] = f->par[e] < 0 ? last : step_after(last, f->colour[e]);
+  return f->up[e];
+}
+
+static void down_steps(forest_t *f, int t, int r, int have) {
+  const int e = 2 * r + t;
+  f->down[e] = f->par[e] < 0 ? have : step_after(have, 2 + f->colour[e]);
+  for (int i = 0; i < 2; i++) {
+    const int k = f->kid[4 * r + 2 * t + i];
+    if (k >= 0) {
+      down_steps(f, t, k, f->down[e]);
+    }
+  }
+}
+
+/* Both trees of p ranks, coloured and timed. */
+static int forest_init(int p, forest_t *f) {
+  f->par = malloc((size_t)p * 14 * sizeof *f->par);
+  if (f->par == NULL) {
+    return mpiar__error(MPIAR_ERR_NOMEM, "double_binary_tree: the trees of %d ranks", p);
+  }
+  f->kid = f->par + 2 * p;
+  f->colour = f->kid + 4 * p;
+  f->up = f->colour + 2 * p;
+  f->down = f->up + 2 * p;
+  int root[2] = {0, 0};
+  for (int t = 0; t < 2; t++) {
+    for (int v = 0; v < p; v++) {
+      int up, c[2];
+      btree(p, v, &up, &c[0], &c[1]);
+      const int r = rank_at(p, t, v);
+      f->par[2 * r + t] = up >= 0 ? rank_at(p, t, up) : -1;
+      root[t] = up >= 0 ? root[t] : r;
+      for (int i = 0; i < 2; i++) {
+        f->kid[4 * r + 2 * t + i] = c[i] >= 0 ? rank_at(p, t, c[i]) : -1;
+      }
+    }
+  }
+  for (int e = 0; e < 2 * p; e++) {
+    f->colour[e] = -1;
+  }
+  /* Paths from their ends first, then the cycles. */
+  for (int e = 0; e < 2 * p; e++) {
+    if (f->par[e] >= 0 && f->colour[e] < 0) {
+      if (next_edge(f, e, 0) < 0) {
+        colour_walk(f, e, 1);
+      } else if (next_edge(f, e, 1) < 0) {
+        colour_walk(f, e, 0);
+      }
+    }
+  }
+  for (int e = 0; e < 2 * p; e++) {
+    if (f->par[e] >= 0 && f->colour[e] < 0) {
+      colour_walk(f, e, 0);
+    }
+  }
+  for (int t = 0; t < 2; t++) {
+    const int have = up_steps(f, t, root[t]);
+    down_steps(f, t, root[t], have);
+  }
+  return MPIAR_SUCCESS;
+}
+
+/* One message or reduction of one segment of one tree, at its step of the timetable. */
+enum { ACT_RECV_UP = 0, ACT_COMBINE, ACT_SEND_UP, ACT_RECV_DOWN, ACT_SEND_DOWN };
+typedef struct action {
+  long step;
+  int kind, t, i; /* i: the child of RECV_UP and SEND_DOWN */
+  size_t g;
+} action_t;
+
+static int action_cmp(const void *x, const void *y) {
+  const action_t *a = x, *b = y;
+  if (a->step != b->step) {
+    return a->step < b->step ? -1 : 1;
+  }
+  if (a->kind != b->kind) {
+    return a->kind - b->kind;
+  }
+  if (a->t != b->t) {
+    return a->t - b->t;
+  }
+  return a->g != b->g ? (a->g < b->g ? -1 : 1) : a->i - b->i;
+}
+
+/* What the steps of one (tree, segment) left for the later ones. */
+typedef struct seg_state {
+  long rcv[2], last, snd, have;
+} seg_state_t;
+
+static int emit(mpiar__schedule_t *s, const tree_t *tr, const action_t *a, seg_state_t *st,
+                long *chain) {
+  int rc = MPIAR_SUCCESS;
+  const size_t g = a->g, off = tr->off + g * tr->seg;
+  const size_t len = g + 1 < tr->nseg ? tr->seg : tr->len - g * tr->seg;
+  mpiar__operand_t slot[2];
+  for (int i = 0; i < tr->nkids; i++) {
+    slot[i] = mpiar__scratch(tr->scratch + (size_t)i * tr->len + g * tr->seg);
+  }
+  switch (a->kind) {
+  case ACT_RECV_UP:
+    MPIAR__STEP(st->rcv[a->i],
+                mpiar__sched_recv(s, tr->kid[a->i], tag_of(tr->t, 0, g), slot[a->i], len, NULL, 0));
+    break;
+  case ACT_COMBINE:
+    MPIAR__CHECK(combine(s, tr, off, len, slot, st->rcv, &st->last));
+    if (tr->up < 0) {
+      MPIAR__CHECK(mpiar__sched_mark_final(s, st->last));
+      st->have = st->last;
+    }
+    break;
+  case ACT_SEND_UP: {
+    const mpiar__operand_t src = st->last >= 0 ? mpiar__out(off) : mpiar__own(s, off);
+    const long deps[] = {st->last, *chain};
+    MPIAR__STEP(st->snd, mpiar__sched_send(s, tr->up, tag_of(tr->t, 0, g), src, len, deps, 2));
+    *chain = st->snd;
+    break;
+  }
+  case ACT_RECV_DOWN: {
+    /* The result overwrites OUTPUT, which the partial's send reads (or, in place, the own data).
+     */
+    const long deps[] = {st->snd, st->last};
+    MPIAR__STEP(st->have,
+                mpiar__sched_recv(s, tr->up, tag_of(tr->t, 1, g), mpiar__out(off), len, deps, 2));
+    break;
+  }
+  default: {
+    const long deps[] = {st->have, *chain};
+    MPIAR__STEP(*chain, mpiar__sched_send(s, tr->kid[a->i], tag_of(tr->t, 1, g), mpiar__out(off),
+                                          len, deps, 2));
+    break;
+  }
+  }
+cleanup:
+  return rc;
+}
+
+int mpiar__build_double_binary_tree_colour(mpiar__schedule_t *s) {
+  const size_t n = s->count;
+  const int p = s->nranks, r = s->rank;
+  int rc = MPIAR_SUCCESS;
+  int done = 0;
+  forest_t f = {0};
+  action_t *acts = NULL;
+  seg_state_t *st = NULL;
+  MPIAR__CHECK(mpiar__build_trivial(s, &done));
+  if (done) {
+    return MPIAR_SUCCESS;
+  }
+  const size_t h = (n + 1) / 2;
+  tree_t tr[2];
+  tree_init(s, 0, 0, h, &tr[0]);
+  tree_init(s, 1, h, n - h, &tr[1]);
+  if (p <= 3 || (tr[0].nseg == 1 && tr[1].nseg == 1)) {
+    /* One segment per tree, or trees of one edge: nothing to pipeline, and the order in which
+     * messages become ready is faster in the simulator (see the header). */
+    return mpiar__build_double_binary_tree(s);
+  }
+  tr[0].scratch = 0;
+  tr[1].scratch = (size_t)tr[0].nkids * tr[0].len;
+  s->scratch_elems = tr[1].scratch + (size_t)tr[1].nkids * tr[1].len;
+  MPIAR__CHECK(forest_init(p, &f));
+  /* Every action of this rank at its step, then the steps in that order. */
+  const size_t nseg = tr[0].nseg + tr[1].nseg;
+  acts = malloc(nseg * 7 * sizeof *acts);
+  st = malloc(nseg * sizeof *st);
+  if (acts == NULL || st == NULL) {
+    MPIAR__FAIL(MPIAR_ERR_NOMEM, "double_binary_tree: the timetable of %zu segments", nseg);
+  }
+  size_t na = 0;
+  for (int t = 0; t < 2; t++) {
+    const int e = 2 * r + t;
+    for (size_t g = 0; g < tr[t].nseg; g++) {
+      const long base = 4 * (long)g;
+      long last = -1;
+      for (int i = 0; i < tr[t].nkids; i++) {
+        const long x = f.up[2 * tr[t].kid[i] + t];
+        last = x > last ? x : last;
+        acts[na++] = (action_t){base + x, ACT_RECV_UP, t, i, g};
+      }
+      acts[na++] = (action_t){base + last, ACT_COMBINE, t, 0, g};
+      if (tr[t].up >= 0) {
+        acts[na++] = (action_t){base + f.up[e], ACT_SEND_UP, t, 0, g};
+        acts[na++] = (action_t){base + f.down[e], ACT_RECV_DOWN, t, 0, g};
+      }
+      for (int i = 0; i < tr[t].nkids; i++) {
+        acts[na++] = (action_t){base + f.down[2 * tr[t].kid[i] + t], ACT_SEND_DOWN, t, i, g};
+      }
+    }
+  }
+  for (size_t i = 0; i < nseg; i++) {
+    st[i] = (seg_state_t){{-1, -1}, -1, -1, -1};
+  }
+  qsort(acts, na, sizeof *acts, action_cmp);
+  long chain = -1; /* this rank's last send: the sends leave in the timetable's order */
+  for (size_t i = 0; i < na; i++) {
+    const action_t *a = &acts[i];
+    seg_state_t *x = &st[a->t == 0 ? a->g : tr[0].nseg + a->g];
+    MPIAR__CHECK(emit(s, &tr[a->t], a, x, &chain));
+  }
+cleanup:
+  free(acts);
+  free(st);
+  forest_free(&f);
+  return rc;
+}
+
+/*
  * One segment up and down tree 0 (both trees have its shape): the time position v's partial is
  * ready to go up, its children's arriving one after the other at its receive port, each piece
  * reduced after it arrives (t: one message, r: one reduction).
  */
-static double up_time(int p, int v, double t, double r) {
+/* A message's time between positions a and b of tree `tree`: t inside a node (or on one
+ * level), ti across nodes. */
+typedef struct edge_time {
+  const mpiar__topology_t *topo; /* NULL: one level */
+  double t, ti;
+  int tree;
+} edge_time_t;
+
+static double edge(const edge_time_t *e, int a, int b) {
+  if (e->topo == NULL) {
+    return e->t;
+  }
+  const int p = e->topo->nranks;
+  const int x = rank_at(p, e->tree, a), y = rank_at(p, e->tree, b);
+  return e->topo->node_of[x] != e->topo->node_of[y] ? e->ti : e->t;
+}
+
+static double up_time(int p, int v, const edge_time_t *e, double r);
+static double down_time(int p, int v, double have, const edge_time_t *e);
+
+/* The first segment's way up and down the slower of the two trees (the header's fill). */
+static double fill_time(int p, const mpiar__topology_t *two, double t, double ti, double r) {
+  double fill = 0.0;
+  for (int tree = 0; tree < (two != NULL ? 2 : 1); tree++) {
+    const edge_time_t e = {two, t, ti, tree};
+    const double x = down_time(p, 0, up_time(p, 0, &e, r), &e);
+    fill = x > fill ? x : fill;
+  }
+  return fill;
+}
+
+static double up_time(int p, int v, const edge_time_t *e, double r) {
   int up, c[2];
   btree(p, v, &up, &c[0], &c[1]);
-  double ready[2];
+  double ready[2], msg[2];
   int k = 0;
   for (int i = 0; i < 2; i++) {
     if (c[i] >= 0) {
-      ready[k++] = up_time(p, c[i], t, r);
+      msg[k] = edge(e, c[i], v);
+      ready[k++] = up_time(p, c[i], e, r);
     }
   }
   if (k == 2 && ready[1] < ready[0]) {
-    const double x = ready[0];
+    const double x = ready[0], y = msg[0];
     ready[0] = ready[1];
     ready[1] = x;
+    msg[0] = msg[1];
+    msg[1] = y;
   }
   double port = 0.0, done = 0.0;
   for (int i = 0; i < k; i++) {
-    port = (ready[i] > port ? ready[i] : port) + t;
+    port = (ready[i] > port ? ready[i] : port) + msg[i];
     done = (port > done ? port : done) + r;
   }
   return done;
 }
 
 /* The latest arrival of the final segment below position v, which has it at time `have`. */
-static double down_time(int p, int v, double have, double t) {
+static double down_time(int p, int v, double have, const edge_time_t *e) {
   int up, c[2];
   btree(p, v, &up, &c[0], &c[1]);
-  double last = have;
-  int k = 0;
+  double last = have, send = have;
   for (int i = 0; i < 2; i++) {
     if (c[i] >= 0) {
-      const double x = down_time(p, c[i], have + (++k) * t, t);
+      send += edge(e, v, c[i]);
+      const double x = down_time(p, c[i], send, e);
       last = x > last ? x : last;
     }
   }
   return last;
+}
+
+/*
+ * Two levels: the most messages of one segment (both trees, up and down) that one node's port
+ * sends or receives across nodes; 0 on one level.
+ */
+static int node_port_load(int p, const mpiar__topology_t *topo) {
+  if (topo == NULL) {
+    return 0;
+  }
+  int *n = calloc(2 * (size_t)topo->nnodes, sizeof *n), most = 0;
+  if (n == NULL) {
+    return p; /* no memory for the tally: as if every message crossed one port */
+  }
+  for (int t = 0; t < 2; t++) {
+    for (int v = 1; v < p; v++) {
+      int up, c0, c1;
+      btree(p, v, &up, &c0, &c1);
+      const int a = topo->node_of[rank_at(p, t, v)], b = topo->node_of[rank_at(p, t, up)];
+      if (a != b) {
+        /* One message each way per segment: a's port sends one and receives one, so does b's. */
+        most = ++n[2 * a] > most ? n[2 * a] : most;
+        most = ++n[2 * a + 1] > most ? n[2 * a + 1] : most;
+        most = ++n[2 * b] > most ? n[2 * b] : most;
+        most = ++n[2 * b + 1] > most ? n[2 * b + 1] : most;
+      }
+    }
+  }
+  free(n);
+  return most;
+}
+
+/*
+ * The segment of @p bytes' halves and the message times: *m segments per half of *t (inside a
+ * node) and *ti (across nodes, = *t on one level), *r to reduce one; @return the topology the
+ * two-level terms use (NULL: one level).
+ */
+static const mpiar__topology_t *dbt_link(size_t bytes, size_t elem_size, size_t segment_bytes,
+                                         const mpiar__cost_params_t *c,
+                                         const mpiar__topology_t *topo, double *m, double *t,
+                                         double *ti, double *r) {
+  mpiar__cost_params_t link;
+  const int one = mpiar__cost_one_level(topo, c, &link);
+  const size_t es = elem_size ? elem_size : 1;
+  const size_t half = (bytes / es + 1) / 2;
+  size_t seglen;
+  *m = (double)half_segs(half, segment_bytes / es, &seglen);
+  const double sb = (double)(seglen * es);
+  *t = link.alpha + sb * link.beta;
+  *ti = one ? *t : c->alpha_inter + sb * c->beta_inter;
+  *r = sb * link.gamma;
+  return one ? NULL : topo;
 }
 
 double mpiar__cost_double_binary_tree(int nranks, size_t bytes, size_t elem_size,
@@ -333,21 +718,37 @@ double mpiar__cost_double_binary_tree(int nranks, size_t bytes, size_t elem_size
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  mpiar__cost_params_t link;
-  mpiar__cost_slow_link(topo, c, &link);
-  const size_t es = elem_size ? elem_size : 1;
-  const size_t half = (bytes / es + 1) / 2;
-  size_t seglen;
-  const double m = (double)half_segs(half, segment_bytes / es, &seglen);
-  const double sb = (double)(seglen * es);
-  const double t = link.alpha + sb * link.beta, r = sb * link.gamma;
-  if (nranks == 2) {
+  double m, t, ti, r;
+  const mpiar__topology_t *two =
+      dbt_link(bytes, elem_size, segment_bytes, c, topo, &m, &t, &ti, &r);
+  if (nranks == 2 && two == NULL) {
     /* Each rank's m leaf sends leave first; the results follow the reductions (see the header). */
     const double a = 2 * m * t, b = (m + 1) * t + r, d = 2 * t + m * r;
     return a > b ? (a > d ? a : d) : (b > d ? b : d);
   }
   /* The first segment's way up and down, then one segment per period (see the header). */
-  const double fill = down_time(nranks, 0, up_time(nranks, 0, t, r), t);
-  const double period = nranks == 3 ? 3 * t : (log2((double)nranks) + 4) * t;
+  const double fill = fill_time(nranks, two, t, ti, r);
+  double period = nranks <= 3 ? 3 * t : (log2((double)nranks) + 4) * t;
+  const double folds = 2.75 * r + 2 * t, ports = node_port_load(nranks, two) * ti;
+  period = folds > period ? folds : period;
+  period = ports > period ? ports : period;
+  return fill + (m - 1) * period;
+}
+
+double mpiar__cost_double_binary_tree_colour(int nranks, size_t bytes, size_t elem_size,
+                                             size_t segment_bytes, const mpiar__cost_params_t *c,
+                                             const mpiar__topology_t *topo) {
+  double m, t, ti, r;
+  const mpiar__topology_t *two =
+      dbt_link(bytes, elem_size, segment_bytes, c, topo, &m, &t, &ti, &r);
+  if (nranks <= 3 || m == 1) {
+    return mpiar__cost_double_binary_tree(nranks, bytes, elem_size, segment_bytes, c, topo);
+  }
+  /* The first segment as in the uncoloured order, then one per period (see the header). */
+  const double fill = fill_time(nranks, two, t, ti, r);
+  double period = 5.5 * t;
+  const double folds = 2.75 * r + 2 * t, ports = node_port_load(nranks, two) * ti;
+  period = folds > period ? folds : period;
+  period = ports > period ? ports : period;
   return fill + (m - 1) * period;
 }

@@ -42,9 +42,16 @@
  * 2 (p-1)/p n, the lower bound, in 2 L (k-1) messages: against Rabenseifner it trades
  * 2 log2(p) messages for 2 (k-1) log_k(p), which pays where a network passes several messages at
  * once (not credited by the one-port model).
- * Two levels: not modelled; the one-level formulas over the slower level's link
- * (mpiar__cost_slow_link), which leave out the node port shared by a node's ranks.
+ * Two levels (several nodes, several ranks on some): every round as recursive_multiplying.c
+ * costs it, the longer of its intra-node messages on a rank's own port and its inter-node
+ * messages on the busiest node port (mpiar__radix_round_time), with this round's piece,
+ * n d / p' bytes at distance d, plus the fold's (k-1) n d / p' gamma in the reduce-scatter;
+ * then the collapse and return. On one node or one rank per node the one-level formula on that
+ * level's link. Within the tolerance tests/sim/test_sim_two_level.c states for 2..16 nodes of
+ * 1..16 ranks.
  */
+#include <math.h>
+
 #include "algorithms/algorithms.h"
 #include "algorithms/util.h"
 #include "base/common.h"
@@ -236,10 +243,28 @@ double mpiar__cost_radix_rabenseifner_k(int k, int nranks, size_t bytes, size_t 
     return 0.0;
   }
   mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
   mpiar__radix_groups_t g;
   mpiar__radix_groups(nranks, 0, k, &g);
   const double n = (double)bytes, q = g.pp;
-  return 2 * g.L * (g.k - 1) * l.alpha + 2 * (q - 1) / q * n * l.beta + (q - 1) / q * n * l.gamma +
-         mpiar__radix_collapse_cost(nranks, g.pp, n, &l);
+  if (mpiar__cost_one_level(topo, c, &l)) {
+    return 2 * g.L * (g.k - 1) * l.alpha + 2 * (q - 1) / q * n * l.beta +
+           (q - 1) / q * n * l.gamma + mpiar__radix_collapse_cost(nranks, g.pp, n, &l);
+  }
+  /* Two levels: each round's messages tallied on the ports (see the header). */
+  mpiar__tally_t tally;
+  if (mpiar__tally_init(&tally, topo) != MPIAR_SUCCESS) {
+    return INFINITY;
+  }
+  mpiar__radix_step_t x = {nranks, g.pp, g.k, 1, 0};
+  double t = 0.0;
+  for (x.d = g.pp / g.k; x.d >= 1; x.d /= g.k) {
+    const double piece = n * x.d / q;
+    t += mpiar__radix_round_time(&tally, &x, c, piece) + (g.k - 1) * piece * c->gamma;
+  }
+  for (x.d = 1; x.d < g.pp; x.d *= g.k) {
+    t += mpiar__radix_round_time(&tally, &x, c, n * x.d / q);
+  }
+  t += mpiar__radix_collapse_time(&tally, &x, c, n);
+  mpiar__tally_free(&tally);
+  return t;
 }

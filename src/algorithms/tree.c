@@ -86,19 +86,39 @@ cleanup:
   return rc;
 }
 
-double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
-                        const mpiar__cost_params_t *c) {
-  const double T = c->alpha + S * c->beta, G = S * c->gamma;
-  double *up = calloc(2 * (size_t)p, sizeof *up); /* per rank: fold done; result received */
-  mpiar__tree_node_t *node = malloc(sizeof *node);
-  if (up == NULL || node == NULL) {
-    free(up);
-    free(node);
-    return INFINITY;
-  }
-  double *down = up + p;
-  double period = 0.0, t = 0.0;
-  /* Reduce: children have higher ranks, so a descending sweep sees them first. */
+/*
+ * The two-level rule of the simulator: a message between two nodes leaves through its sender's
+ * node port and arrives through its receiver's, each taking one message at a time (T_inter
+ * each); inside a node it takes the ranks' own ports (T). `port` holds each node's send and
+ * receive port's free time, claimed in the order the sweep meets the messages.
+ */
+typedef struct links {
+  const mpiar__topology_t *topo; /* NULL: one level */
+  double T, Ti;
+  double *port; /* [2 nnodes]: send side, receive side */
+  int *busy;    /* [2 nnodes]: inter-node messages per segment through each side */
+} links_t;
+
+static int inter(const links_t *l, int a, int b) {
+  return l->topo != NULL && l->topo->node_of[a] != l->topo->node_of[b];
+}
+
+/* When a message from @p a to @p b ready at @p ready arrives through the node ports. */
+static double node_hop(links_t *l, int a, int b, double ready) {
+  double *snd = &l->port[2 * l->topo->node_of[a]], *rcv = &l->port[2 * l->topo->node_of[b] + 1];
+  double start = ready > *snd ? ready : *snd;
+  start = start > *rcv ? start : *rcv;
+  *snd = *rcv = start + l->Ti;
+  l->busy[2 * l->topo->node_of[a]]++;
+  l->busy[2 * l->topo->node_of[b] + 1]++;
+  return start + l->Ti;
+}
+
+/* The reduce's sweep: up[r] when rank r's fold is done; the busiest rank's time per segment. */
+static double reduce_sweep(int p, int k, mpiar__tree_shape_fn shape, double G, links_t *l,
+                           mpiar__tree_node_t *node, double *up) {
+  double period = 0.0;
+  /* Children have higher ranks, so a descending sweep sees them first. */
   for (int r = p - 1; r >= 0; r--) {
     shape(p, r, k, node);
     const int nc = node->nchildren;
@@ -119,34 +139,75 @@ double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, doub
       }
       order[j + 1] = x;
     }
+    int own = node->parent >= 0 && !inter(l, r, node->parent);
     for (int i = 0; i < nc; i++) {
-      const double ready = up[node->children[order[i]]];
-      port = (ready > port ? ready : port) + T;
-      arrive[order[i]] = port;
+      const int ch = node->children[order[i]];
+      const double ready = up[ch];
+      if (inter(l, ch, r)) {
+        arrive[order[i]] = node_hop(l, ch, r, ready);
+      } else {
+        port = (ready > port ? ready : port) + l->T;
+        arrive[order[i]] = port;
+        own++;
+      }
     }
     for (int i = 0; i < nc; i++) {
       fold = (arrive[i] > fold ? arrive[i] : fold) + G;
     }
     up[r] = fold;
-    const double busy_recv = (nc + (node->parent >= 0)) * T;
-    const double busy_send = (nc + (node->parent >= 0)) * T;
-    const double busy_fold = nc * G;
-    double b = busy_recv > busy_send ? busy_recv : busy_send;
-    b = b > busy_fold ? b : busy_fold;
+    /* Per segment its own ports carry each intra-node message once each way (up and down). */
+    double b = own * l->T;
+    b = b > nc * G ? b : nc * G;
     period = b > period ? b : period;
   }
-  /* Broadcast: parents have lower ranks; each sends to its children, largest subtree first. */
+  return period;
+}
+
+double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
+                        const mpiar__cost_params_t *c, const mpiar__topology_t *topo) {
+  links_t l = {topo, c->alpha + S * c->beta, c->alpha_inter + S * c->beta_inter, NULL, NULL};
+  const double G = S * c->gamma;
+  const size_t nn = topo != NULL ? (size_t)topo->nnodes : 0;
+  double *up = calloc(2 * (size_t)p + 2 * nn, sizeof *up); /* per rank: fold; result; ports */
+  int *busy = calloc(2 * nn + 1, sizeof *busy);
+  mpiar__tree_node_t *node = malloc(sizeof *node);
+  if (up == NULL || node == NULL || busy == NULL) {
+    free(up);
+    free(busy);
+    free(node);
+    return INFINITY;
+  }
+  double *down = up + p;
+  l.port = down + p;
+  l.busy = busy;
+  double t = 0.0;
+  double period = reduce_sweep(p, k, shape, G, &l, node, up);
+  /* Broadcast: parents have lower ranks; each sends to its children, largest subtree first,
+   * once the reduce has left every port. */
+  for (size_t i = 0; i < 2 * nn; i++) {
+    l.port[i] = 0.0;
+  }
   down[0] = up[0];
   for (int r = 0; r < p; r++) {
     shape(p, r, k, node);
     double send = down[r];
     for (int i = node->nchildren - 1; i >= 0; i--) {
-      send += T;
-      down[node->children[i]] = send;
+      const int ch = node->children[i];
+      if (inter(&l, r, ch)) {
+        down[ch] = node_hop(&l, r, ch, down[r]);
+      } else {
+        send += l.T;
+        down[ch] = send;
+      }
     }
     t = down[r] > t ? down[r] : t;
   }
+  /* A node port carries its ranks' inter-node messages of a segment, each way. */
+  for (size_t i = 0; i < 2 * nn; i++) {
+    period = busy[i] * l.Ti > period ? busy[i] * l.Ti : period;
+  }
   free(up);
+  free(busy);
   free(node);
   return t + (m - 1) * period;
 }
@@ -169,9 +230,9 @@ double mpiar__tree_cost(int k, mpiar__tree_shape_fn shape, int nranks, size_t by
     return 0.0;
   }
   mpiar__cost_params_t l;
-  mpiar__cost_slow_link(topo, c, &l);
+  const int one = mpiar__cost_one_level(topo, c, &l);
   const size_t n = bytes / elem_size;
   const size_t seg = mpiar__tree_segment(n, segment_bytes / elem_size);
   const double m = ceil((double)n / (double)seg);
-  return mpiar__tree_time(nranks, k, shape, (double)(seg * elem_size), m, &l);
+  return mpiar__tree_time(nranks, k, shape, (double)(seg * elem_size), m, &l, one ? NULL : topo);
 }

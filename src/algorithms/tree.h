@@ -28,21 +28,23 @@ size_t mpiar__tree_segment(size_t n, size_t seg);
 typedef void (*mpiar__tree_shape_fn)(int p, int r, int k, mpiar__tree_node_t *node);
 
 /*
- * The modelled time of the engine on @p shape (one level, link @p c): the critical path of one
- * segment of S bytes up and down the tree, evaluated rank by rank with the simulator's port
- * rules (a rank's receive port takes its children's messages in the order they are sent, its
- * send port sends the result to its children one after the other), plus (m - 1) times the
- * busiest rank's time per segment (the pipeline's period: its receive port, its send port or its
- * folds). Exact for m = 1; for m > 1 the model's estimate.
+ * The modelled time of the engine on @p shape: the critical path of one segment of S bytes up and
+ * down the tree, evaluated rank by rank with the simulator's port rules (a rank's receive port
+ * takes its children's messages in the order they are sent, its send port sends the result to
+ * its children one after the other), plus (m - 1) times the busiest port's time per segment (the
+ * pipeline's period: a rank's ports, its folds, or on two levels a node's port). With @p topo
+ * (NULL: one level, link @p c), a message between nodes takes its nodes' shared ports instead
+ * (alpha_inter + S beta_inter each, one message at a time). Exact on one level for m = 1;
+ * otherwise the model's estimate.
  */
 double mpiar__tree_time(int p, int k, mpiar__tree_shape_fn shape, double S, double m,
-                        const mpiar__cost_params_t *c);
+                        const mpiar__cost_params_t *c, const mpiar__topology_t *topo);
 
 /* Build the tree allreduce of this rank on @p shape with fan-out @p k (the builders' body). */
 int mpiar__build_shaped_tree(mpiar__schedule_t *s, int k, mpiar__tree_shape_fn shape);
 
-/* The cost function's body for a tree of @p shape: mpiar__tree_time on the slower link of
- * @p topo, with the segment the engine would use. */
+/* The cost function's body for a tree of @p shape: mpiar__tree_time on @p topo (one level:
+ * on that level's link), with the segment the engine would use. */
 double mpiar__tree_cost(int k, mpiar__tree_shape_fn shape, int nranks, size_t bytes,
                         size_t elem_size, size_t segment_bytes, const mpiar__cost_params_t *c,
                         const mpiar__topology_t *topo);

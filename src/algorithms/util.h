@@ -88,6 +88,40 @@ double mpiar__round_time(const mpiar__round_load_t *load, const mpiar__cost_para
                          double bytes);
 
 /*
+ * A tally of messages that leave together (a round's, or several rounds' whose messages do not
+ * wait for each other), for the two-level estimates: per rank the messages its own port sends
+ * and receives inside its node, per node those its shared port sends and receives across nodes.
+ * mpiar__tally_time: the busiest port's count times its message time, the longer of the two
+ * levels. Init allocates (MPIAR_ERR_NOMEM); free releases.
+ */
+typedef struct mpiar__tally {
+  const mpiar__topology_t *topo;
+  int *count; /* [2 nranks] own port (sends, receives), then [2 nnodes] node port */
+} mpiar__tally_t;
+int mpiar__tally_init(mpiar__tally_t *t, const mpiar__topology_t *topo);
+void mpiar__tally_free(mpiar__tally_t *t);
+void mpiar__tally_clear(mpiar__tally_t *t);
+void mpiar__tally_add(mpiar__tally_t *t, int from, int to);
+void mpiar__tally_round(mpiar__tally_t *t, mpiar__peer_fn peer, const void *arg);
+double mpiar__tally_time(const mpiar__tally_t *t, const mpiar__cost_params_t *c, double bytes);
+
+/*
+ * One round of the radix-k algorithms (recursive_multiplying, radix_rabenseifner) at distance d
+ * for the two-level estimates: sub-step t (1..k-1) sends from each group's lead, virtual rank v,
+ * to the lead of v + ((digit + t) mod k - digit) d, digit = (v / d) mod k.
+ * mpiar__radix_round_time: the round's k-1 sub-steps of @p bytes each tallied together;
+ * mpiar__radix_collapse_time: the collapse into each lead and the return (0 for p = p'), with
+ * the leads' folds.
+ */
+typedef struct mpiar__radix_step {
+  int p, pp, k, d, t;
+} mpiar__radix_step_t;
+double mpiar__radix_round_time(mpiar__tally_t *t, mpiar__radix_step_t *x,
+                               const mpiar__cost_params_t *c, double bytes);
+double mpiar__radix_collapse_time(mpiar__tally_t *t, const mpiar__radix_step_t *x,
+                                  const mpiar__cost_params_t *c, double bytes);
+
+/*
  * Exchange patterns of recursive halving/doubling over p ranks, p' = 2^L <= p, rem = p - p':
  * the folded ranks (even ranks below 2 rem) sit out; virtual rank v maps to 2v+1 below rem.
  */

@@ -3,7 +3,10 @@
  * the closed forms of direct and torus_2d for every p (transfer- and reduction-bound), the
  * double binary tree's exact p = 2 and its estimate's bound elsewhere, bytes and messages per
  * rank, and the operand order (every rank's input a NaN naming the rank: every element of every
- * rank's result must carry rank 0's payload). Their matrices are test_sim_matrix's.
+ * rank's result must carry rank 0's payload). double_binary_tree/colour: its estimate's bound,
+ * its period per segment against the uncoloured order's, the uncoloured order where it has
+ * nothing to pipeline, and its operand order ("quick", for sanitizer builds: p <= 12). Their
+ * matrices are test_sim_matrix's.
  */
 #include <math.h>
 #include <stdint.h>
@@ -93,7 +96,9 @@ static void nan_order(const mpiar__algorithm_t *alg, int p, size_t count, size_t
   free(expect);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  /* "quick" (sanitizer builds): double_binary_tree/colour at p <= 12 only. */
+  const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
   const mpiar__algorithm_t *direct = mpiar__algorithm_find("direct");
   const mpiar__algorithm_t *torus = mpiar__algorithm_find("torus_2d");
   const mpiar__algorithm_t *dbt = mpiar__algorithm_find("double_binary_tree");
@@ -167,9 +172,52 @@ int main(void) {
            r.bytes_sent_max, count * 4);
   }
 
+  /* double_binary_tree/colour: the estimate of the header, segmented, in both regimes. */
+  const mpiar__algorithm_t *col = mpiar__algorithm_find("double_binary_tree/colour");
+  EXPECT(col != NULL && (col->flags & MPIAR__ALG_MANUAL) && (col->flags & MPIAR__ALG_SEGMENTED),
+         "double_binary_tree/colour: missing, or flags");
+  if (col == NULL) {
+    return 1;
+  }
+  for (int p = 4; p <= (quick ? 12 : 1024); p = p < 20 ? p + 1 : p * 2 + 1) {
+    const int q = p > 1000 ? 1024 : p;
+    expect_cost(col, q, 1 << 20, 1 << 14, q % 2, &port_bound, 0.74, 1.26);
+    expect_cost(col, q, 1 << 18, 1 << 12, (q + 1) % 2, &port_bound, 0.74, 1.26);
+    expect_cost(col, q, 1 << 20, 1 << 16, q % 2, &reduce_bound, 0.74, 1.26);
+  }
+  /* The period, from the difference of 64 and 32 segments of 1000 elements: at most 6.1 t per
+   * segment from p = 4 on, less than the uncoloured order's from p = 5 (7 t at p = 9) and under
+   * 0.6 of it from p = 64 (10 t there). */
+  {
+    const mpiar__cost_params_t c = {2e-6, 1e-10, 0, 2e-6, 1e-10};
+    const double t = c.alpha + 4000 * c.beta;
+    const int ps[] = {4, 5, 9, 64, 100};
+    for (int i = 0; i < (quick ? 3 : 5); i++) {
+      const double per = (timing(col, ps[i], 128000, 1000, 0, &c).time_s -
+                          timing(col, ps[i], 64000, 1000, 0, &c).time_s) /
+                         32;
+      const double old = (timing(dbt, ps[i], 128000, 1000, 0, &c).time_s -
+                          timing(dbt, ps[i], 64000, 1000, 0, &c).time_s) /
+                         32;
+      EXPECT(per <= 6.1 * t * (1 + 1e-9) && (ps[i] < 5 || per < old) &&
+                 (ps[i] < 64 || per < 0.6 * old),
+             "double_binary_tree/colour p=%d: %.3f t per segment, uncoloured %.3f t", ps[i],
+             per / t, old / t);
+    }
+  }
+  /* Nothing to pipeline (p <= 3, one segment per half): the uncoloured order, step for step. */
+  for (int p = 2; p <= 9; p++) {
+    const size_t seg = p <= 3 ? 1024 : 0;
+    const mpiar__sim_result_t a = timing(col, p, 1 << 14, seg, p % 2, &port_bound);
+    const mpiar__sim_result_t b = timing(dbt, p, 1 << 14, seg, p % 2, &port_bound);
+    EXPECT(a.time_s == b.time_s && a.messages == b.messages,
+           "double_binary_tree/colour p=%d seg=%zu: %.9g s, uncoloured %.9g s", p, seg, a.time_s,
+           b.time_s);
+  }
+
   /* Operand order: rank 0's NaN payload everywhere. */
-  const mpiar__algorithm_t *algs[] = {direct, torus, dbt};
-  for (int a = 0; a < 3; a++) {
+  const mpiar__algorithm_t *algs[] = {direct, torus, dbt, col};
+  for (int a = 0; a < 4; a++) {
     for (int p = 1; p <= 40; p++) {
       nan_order(algs[a], p, (size_t)2 * p + 3, 0, p % 2);
       if (algs[a]->flags & MPIAR__ALG_SEGMENTED) {

@@ -198,7 +198,8 @@ int main(void) {
       if (alg->flags & MPIAR__ALG_HIERARCHICAL) {
         continue; /* without a topology, their flat equivalents (test_sim_hier_cost.c) */
       }
-      if (alg->build == mpiar__build_double_binary_tree) {
+      if (alg->build == mpiar__build_double_binary_tree ||
+        alg->build == mpiar__build_double_binary_tree_colour) {
         continue; /* exact at p = 2 only, an estimate elsewhere: test_sim_catalogue.c */
       }
       if (alg->param.name != NULL) {

@@ -184,7 +184,8 @@ static void flat_estimates(void) {
     if (alg->flags & MPIAR__ALG_HIERARCHICAL) {
       continue;
     }
-    if (alg->build == mpiar__build_double_binary_tree) {
+    if (alg->build == mpiar__build_double_binary_tree ||
+        alg->build == mpiar__build_double_binary_tree_colour) {
       continue; /* not modelled on two levels (its file header) */
     }
     if (alg->param.name != NULL) {
@@ -217,7 +218,8 @@ static void flat_estimates(void) {
 static void one_level(void) {
   for (int a = 0; a < mpiar__algorithm_count; a++) {
     const mpiar__algorithm_t *alg = &mpiar__algorithms[a];
-    if (alg->build == mpiar__build_double_binary_tree) {
+    if (alg->build == mpiar__build_double_binary_tree ||
+        alg->build == mpiar__build_double_binary_tree_colour) {
       continue; /* exact at p = 2 only (test_sim_catalogue.c) */
     }
     if (alg->param.name != NULL) {
