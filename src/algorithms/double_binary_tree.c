@@ -283,21 +283,25 @@ cleanup:
   return rc;
 }
 
+/* Both trees as this rank sees them, each with its half, and their scratch slots. */
+static void trees_init(mpiar__schedule_t *s, tree_t tr[2]) {
+  const size_t n = s->count, h = (n + 1) / 2;
+  tree_init(s, 0, 0, h, &tr[0]);
+  tree_init(s, 1, h, n - h, &tr[1]);
+  tr[0].scratch = 0;
+  tr[1].scratch = (size_t)tr[0].nkids * tr[0].len;
+  s->scratch_elems = tr[1].scratch + (size_t)tr[1].nkids * tr[1].len;
+}
+
 int mpiar__build_double_binary_tree(mpiar__schedule_t *s) {
-  const size_t n = s->count;
   int rc = MPIAR_SUCCESS;
   int done = 0;
   MPIAR__CHECK(mpiar__build_trivial(s, &done));
   if (done) {
     return MPIAR_SUCCESS;
   }
-  const size_t h = (n + 1) / 2;
   tree_t tr[2];
-  tree_init(s, 0, 0, h, &tr[0]);
-  tree_init(s, 1, h, n - h, &tr[1]);
-  tr[0].scratch = 0;
-  tr[1].scratch = (size_t)tr[0].nkids * tr[0].len;
-  s->scratch_elems = tr[1].scratch + (size_t)tr[1].nkids * tr[1].len;
+  trees_init(s, tr);
   /* Segments in turn from both trees, so that both pipelines fill at once. */
   const size_t nseg = tr[0].nseg > tr[1].nseg ? tr[0].nseg : tr[1].nseg;
   for (size_t g = 0; g < nseg; g++) {
@@ -514,7 +518,6 @@ cleanup:
 }
 
 int mpiar__build_double_binary_tree_colour(mpiar__schedule_t *s) {
-  const size_t n = s->count;
   const int p = s->nranks, r = s->rank;
   int rc = MPIAR_SUCCESS;
   int done = 0;
@@ -525,18 +528,13 @@ int mpiar__build_double_binary_tree_colour(mpiar__schedule_t *s) {
   if (done) {
     return MPIAR_SUCCESS;
   }
-  const size_t h = (n + 1) / 2;
   tree_t tr[2];
-  tree_init(s, 0, 0, h, &tr[0]);
-  tree_init(s, 1, h, n - h, &tr[1]);
+  trees_init(s, tr);
   if (p <= 3 || (tr[0].nseg == 1 && tr[1].nseg == 1)) {
-    /* One segment per tree, or trees of one edge: nothing to pipeline, and the order in which
-     * messages become ready is faster in the simulator (see the header). */
+    /* One segment per half, or p <= 3: the order in which messages become ready is faster in
+     * the simulator there (see the header). */
     return mpiar__build_double_binary_tree(s);
   }
-  tr[0].scratch = 0;
-  tr[1].scratch = (size_t)tr[0].nkids * tr[0].len;
-  s->scratch_elems = tr[1].scratch + (size_t)tr[1].nkids * tr[1].len;
   MPIAR__CHECK(forest_init(p, &f));
   /* Every action of this rank at its step, then the steps in that order. */
   const size_t nseg = tr[0].nseg + tr[1].nseg;

@@ -58,44 +58,6 @@ static int rows_of(int p) {
   return rows;
 }
 
-/* Every rank's input a quiet NaN naming it: every result element must be rank 0's. */
-static void nan_order(const mpiar__algorithm_t *alg, int p, size_t count, size_t seg,
-                      int in_place) {
-  float **in = malloc((size_t)p * sizeof *in);
-  float *expect = malloc((count ? count : 1) * sizeof *expect);
-  if (in == NULL || expect == NULL) {
-    failures++;
-    free(in);
-    free(expect);
-    return;
-  }
-  for (int r = 0; r < p; r++) {
-    in[r] = malloc((count ? count : 1) * sizeof **in);
-    for (size_t i = 0; in[r] != NULL && i < count; i++) {
-      const uint32_t b = 0x7fc00000u | (uint32_t)(r + 1);
-      memcpy(&in[r][i], &b, 4);
-    }
-  }
-  memcpy(expect, in[0], count * sizeof *expect);
-  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-  cfg.algorithm = alg;
-  cfg.nranks = p;
-  cfg.count = count;
-  cfg.segment_elems = seg;
-  cfg.in_place = in_place;
-  cfg.inputs = (const void *const *)in;
-  cfg.expect = expect;
-  mpiar__sim_result_t res;
-  int rc = mpiar__sim_run(&cfg, &res);
-  EXPECT(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu seg=%zu in_place=%d NaN order: %s",
-         alg->name, p, count, seg, in_place, rc ? mpiar_last_error() : res.error);
-  for (int r = 0; r < p; r++) {
-    free(in[r]);
-  }
-  free(in);
-  free(expect);
-}
-
 int main(int argc, char **argv) {
   /* "quick" (sanitizer builds): double_binary_tree/colour at p <= 12 only. */
   const int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
@@ -219,12 +181,12 @@ int main(int argc, char **argv) {
   const mpiar__algorithm_t *algs[] = {direct, torus, dbt, col};
   for (int a = 0; a < 4; a++) {
     for (int p = 1; p <= 40; p++) {
-      nan_order(algs[a], p, (size_t)2 * p + 3, 0, p % 2);
+      sim_expect_nan_order(algs[a], p, (size_t)2 * p + 3, 0, p % 2);
       if (algs[a]->flags & MPIAR__ALG_SEGMENTED) {
-        nan_order(algs[a], p, (size_t)7 * p + 5, 3, (p + 1) % 2);
+        sim_expect_nan_order(algs[a], p, (size_t)7 * p + 5, 3, (p + 1) % 2);
       }
     }
-    nan_order(algs[a], 100, 301, 0, 1);
+    sim_expect_nan_order(algs[a], 100, 301, 0, 1);
   }
   printf("catalogue: %d failures\n", failures);
   return failures ? 1 : 0;

@@ -186,10 +186,10 @@ static void flat_estimates(void) {
     }
     if (alg->build == mpiar__build_double_binary_tree ||
         alg->build == mpiar__build_double_binary_tree_colour) {
-      continue; /* not modelled on two levels (its file header) */
+      continue; /* its two-level estimate: test_sim_two_level.c */
     }
     if (alg->param.name != NULL) {
-      continue; /* radix and tree algorithms: not modelled on two levels (their file headers) */
+      continue; /* radix and tree algorithms: their two-level estimates in test_sim_two_level.c */
     }
     for (int i = 0; i < 6; i++) {
       for (int pl = 0; pl < 3; pl++) {
