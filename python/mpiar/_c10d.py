@@ -6,13 +6,15 @@ _all_gather_base, reduce, allreduce_coalesced and barrier run on mpiar; send/rec
 scatter and all_to_all run on the same ranks through mpi4py.
 
 Execution. Every collective of a group runs on the group's executor, in the order the program
-calls them, which is the same on every rank. A call made while the executor is idle, on at most
-``inline_bytes`` of data, runs at once in the calling thread and returns a completed work; any
-other call is queued for the group's worker thread, so that ``async_op=True`` (and DDP's bucket
-allreduces) return at once and communicate while the caller computes. The worker waits for a
-reduction by testing it and yielding the core between tests (``os.sched_yield``), so that on a busy node it leaves the core to the caller's computation.
-``Work.wait()`` on a call still queued runs the queue up to it in the waiting thread instead of
-waking the worker. The C calls release the GIL.
+calls them, which is the same on every rank. A call made while the executor is idle runs at once
+in the calling thread and returns a completed work when it is on at most ``inline_bytes`` of data
+or when torch.distributed's function called it with ``async_op=False`` (``_blocking_caller``);
+any other call is queued for the group's worker thread, so that ``async_op=True`` (and DDP's
+bucket allreduces) return at once and communicate while the caller computes. The worker waits
+for a reduction by testing it and yielding the core between tests (``os.sched_yield``), so that
+on a busy node it leaves the core to the caller's computation. ``Work.wait()`` on a call still
+queued runs the queue up to it in the waiting thread instead of waking the worker. The C calls
+release the GIL.
 
 Checks. Before any data moves, every rank checks its arguments locally (device, layout,
 contiguity, dtype, operation), and the ranks then agree that they all passed and called the same
