@@ -2,7 +2,8 @@
  * What the simulator tests share: the checks (../common/test_check.h: EXPECT and CHECK count in
  * `failures`; main returns nonzero when any check failed), the generators
  * (../common/test_random.h), dtype/operation pairs, counts that are primes, and topologies placed
- * by block, round-robin or at random.
+ * by block, round-robin or at random; one simulation of a named entry under a cost model and an
+ * optional routed network (sim_test_run).
  */
 #ifndef MPIAR_SIM_TEST_H
 #define MPIAR_SIM_TEST_H
@@ -86,6 +87,39 @@ static inline void sim_expect_nan_order(const mpiar__algorithm_t *alg, int p, si
   }
   free(in);
   free(expect);
+}
+
+/*
+ * One simulation of the entry @p name (mpiar__algorithm_find_any: registry, instances and
+ * variants) on @p p ranks under @p cost, on the routed network @p net or NULL. With @p data the
+ * results are checked against the reference and between ranks, and up to 64 ranks the hazards
+ * too. An unknown name or a failed run counts in `failures`; the result is zero then.
+ */
+static inline mpiar__sim_result_t sim_test_run(const char *name, int p, size_t count, int in_place,
+                                               int data, mpiar_dtype_t dt, mpiar_op_t op,
+                                               const mpiar__cost_params_t *cost,
+                                               const mpiar__network_t *net) {
+  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
+  cfg.algorithm = mpiar__algorithm_find_any(name);
+  cfg.nranks = p;
+  cfg.count = count;
+  cfg.in_place = in_place;
+  cfg.data = data;
+  cfg.dtype = dt;
+  cfg.op = op;
+  cfg.check_hazards = data && p <= 64 ? 1 : 0;
+  cfg.cost = *cost;
+  cfg.network = net;
+  mpiar__sim_result_t res;
+  memset(&res, 0, sizeof res);
+  if (cfg.algorithm == NULL) {
+    CHECK(0, "%s: not in the registry", name);
+    return res;
+  }
+  const int rc = mpiar__sim_run(&cfg, &res);
+  CHECK(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu in_place=%d: %s", name, p, count,
+        in_place, rc ? mpiar_last_error() : res.error);
+  return res;
 }
 
 #endif /* MPIAR_SIM_TEST_H */

@@ -19,27 +19,7 @@ static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
 
 static mpiar__sim_result_t run(const char *name, int p, size_t count, int in_place, int data,
                                mpiar_dtype_t dt, mpiar_op_t op, const mpiar__network_t *net) {
-  mpiar__sim_config_t cfg = MPIAR__SIM_CONFIG_INIT;
-  cfg.algorithm = mpiar__algorithm_find_any(name);
-  cfg.nranks = p;
-  cfg.count = count;
-  cfg.in_place = in_place;
-  cfg.data = data;
-  cfg.dtype = dt;
-  cfg.op = op;
-  cfg.check_hazards = data && p <= 64 ? 1 : 0;
-  cfg.cost = model;
-  cfg.network = net;
-  mpiar__sim_result_t res;
-  memset(&res, 0, sizeof res);
-  if (cfg.algorithm == NULL) {
-    CHECK(0, "%s: not in the registry", name);
-    return res;
-  }
-  const int rc = mpiar__sim_run(&cfg, &res);
-  CHECK(rc == MPIAR_SUCCESS && res.ok, "%s p=%d count=%zu in_place=%d: %s", name, p, count,
-        in_place, rc ? mpiar_last_error() : res.error);
-  return res;
+  return sim_test_run(name, p, count, in_place, data, dt, op, &model, net);
 }
 
 /* A torus of the grid swing_md/d=D uses for p (dimension 0 first, the larger first). */
