@@ -5,8 +5,8 @@
  * elsewhere; swing at p not a power of two (the paper's method) sends 2 (P-1)/P n bytes in
  * 2 ceil(log2 P) messages per rank for every p up to 1024, swing_fold 2 (p'-1)/p' n plus the
  * fold, swing_latency log2(p') n; none is an automatic candidate. Data, bitwise identity and
- * NaN order are the matrix's (test_sim_matrix swing, swing_fold, swing_latency) and the data
- * runs below.
+ * NaN order are the matrix's (test_sim_matrix swing, swing_latency) and the data runs below
+ * (swing_fold at the even p where it differs from swing).
  */
 #include <math.h>
 #include <stdint.h>
@@ -258,6 +258,13 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 5; i++) {
     sim(bw, ps[i], (size_t)ps[i] * 3 + 7, i % 2, 1);
     sim(lat, ps[i], 257, (i + 1) % 2, 1);
+  }
+  /* swing_fold where it differs from swing (even p not a power of two; its fold is swing's at
+   * odd p, which the matrix runs): data, bit for bit, in place and not, uneven blocks. */
+  for (int p = 6; p <= (quick ? 14 : 62); p += 2) {
+    if ((p & (p - 1)) != 0) {
+      sim(fold, p, (size_t)p * 3 + 7, p % 4 == 0, 1);
+    }
   }
   sim(fold, 192, 192 * 3 + 7, 0, 1);
   /* Operand order: rank 0's NaN payload everywhere (empty, short and uneven blocks). */
