@@ -411,8 +411,9 @@ int bench_parse_args(int argc, char **argv, bench_opts_t *o) {
            "algorithms to compare, in order, from\n"
            "%s\n"
            "(auto: mpiar's own choice, mpi: MPI_Allreduce), NAME/seg=SIZE\n"
-           "for a segmented one with a fixed segment (ring/seg=1M), and\n"
-           "NAME/repro for one in reproducible mode; default\n"
+           "for a segmented one with a fixed segment (ring/seg=1M),\n"
+           "NAME/repro for one in reproducible mode and NAME/shared for one on\n"
+           "mpiar_alloc buffers (the zero-copy path); default\n"
            "all of them, the flat segmented ones also with each --segments size\n"
            "(mpi is left out for float16 and bfloat16, which MPI lacks).\n"
            "For avg, mpi runs MPI_Allreduce(MPI_SUM) and divides.",
