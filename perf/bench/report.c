@@ -584,6 +584,18 @@ static void json_num(FILE *f, double v) {
   }
 }
 
+/* {"ring": v[0], "auto": v[1], ...}: one figure of every column. */
+static void json_per_column(FILE *f, const bench_opts_t *o, const double *v) {
+  fputc('{', f);
+  for (int a = 0; a < o->nalgs; a++) {
+    fprintf(f, "%s", a ? ", " : "");
+    json_str(f, o->algs[a]);
+    fprintf(f, ": ");
+    json_num(f, v[a]);
+  }
+  fputc('}', f);
+}
+
 int bench_json_write(FILE *f, const bench_run_t *run) {
   const bench_opts_t *o = run->opts;
   summary_t s;
@@ -732,21 +744,11 @@ int bench_json_write(FILE *f, const bench_run_t *run) {
     }
     fputc('}', f);
   }
-  fprintf(f, "},\n    \"large_busbw_pct_limit\": {");
-  for (int a = 0; a < o->nalgs; a++) {
-    fprintf(f, "%s", a ? ", " : "");
-    json_str(f, o->algs[a]);
-    fprintf(f, ": ");
-    json_num(f, s.pct_large[a]);
-  }
-  fprintf(f, "},\n    \"large_pct_floor\": {");
-  for (int a = 0; a < o->nalgs; a++) {
-    fprintf(f, "%s", a ? ", " : "");
-    json_str(f, o->algs[a]);
-    fprintf(f, ": ");
-    json_num(f, s.floor_large[a]);
-  }
-  fprintf(f, "},\n    \"large_limit_GBps\": ");
+  fprintf(f, "},\n    \"large_busbw_pct_limit\": ");
+  json_per_column(f, o, s.pct_large);
+  fprintf(f, ",\n    \"large_pct_floor\": ");
+  json_per_column(f, o, s.floor_large);
+  fprintf(f, ",\n    \"large_limit_GBps\": ");
   json_num(f, s.limit_large);
   fprintf(f, ",\n    \"auto_vs_mpi_worst\": ");
   if (s.have_auto_vs_mpi) {
