@@ -1,6 +1,7 @@
 # Bus bandwidth against the link rate, from an mpiar-bench CSV file (--csv) of a run on the
 # emulated cluster: busbw = size / time * 2(p-1)/p, in percent of the rate every node's link
-# was set to, one line per algorithm, MPI_Allreduce thicker in red. Written as PNG and SVG.
+# was set to, one line per algorithm, coloured by name (MPI_Allreduce and auto thick, in red and
+# blue; perf/bench/palette.gp). Written as PNG and SVG.
 #
 # Usage: gnuplot -c perf/cluster/plot.gp BENCH.CSV OUT_PREFIX LINK_BITS_PER_S "TITLE"
 #   e.g. gnuplot -c perf/cluster/plot.gp results/2x1-1gbit.csv results/busbw-2x1-1gbit 1e9 \
@@ -46,8 +47,10 @@ set pointsize 0.8
 
 # busbw (GB/s) of algorithm `a` in percent of the link, NaN on other rows.
 pct(a) = strcol(c_alg) eq a ? column(c_busbw) * 8e9 / link * 100 : NaN
-lt_of(i) = word(algs, i) eq "mpi" ? 7 : i
-lw_of(i) = word(algs, i) eq "mpi" ? 2.5 : 1.5
+# Colours by name, as in perf/bench/plot.gp (perf/bench/palette.gp).
+here = ""
+do for [k=1:strlen(ARG0)] { if (ARG0[k:k] eq "/") { here = ARG0[1:k] } }
+load here."../bench/palette.gp"
 name_of(i) = word(algs, i) eq "mpi" ? "mpi (MPI\\_Allreduce)" : word(algs, i)
 
 png_term = strstrt(GPVAL_TERMINALS, "pngcairo") > 0 ? "pngcairo" : "png"
@@ -61,7 +64,7 @@ do for [fmt in "png svg"] {
   set title sprintf("Bus bandwidth against the link rate (%.4g Gbit/s each way per node): %s", \
                     link / 1e9, title_run)
   plot for [i=1:nalgs] csv skip 1 using c_bytes:(pct(word(algs, i))) \
-           linetype lt_of(i) linewidth lw_of(i) title word(algs, i), \
+           @style_of title word(algs, i), \
        100 with lines dashtype 2 linewidth 2 linecolor "black" title "link rate"
   unset output
 }
