@@ -66,6 +66,7 @@ enum {
 
 typedef struct node_entry {
   int kind;
+  int ring; /* a ring entry (counted in nring until reported or abandoned) */
   int peer, tag;
   const void *sbuf;
   void *rbuf;
@@ -95,9 +96,12 @@ typedef struct tx_node {
   int *peers;             /* the ranks with an inbound ring */
   int npeers;
   node_msg_t **uhead, **utail; /* per peer: unexpected messages in arrival order */
+  size_t nqueued;              /* unexpected messages in those queues */
   node_msg_t *spare;
   node_entry_t *ent;
   size_t n, cap;
+  size_t nring; /* ring entries in the table: none, and a poll is the inner transport's alone */
+  size_t ngone; /* inner entries abandoned and not yet compacted */
   size_t *gidx; /* inner entry k -> its index here */
   mpiar__txdone_t *idone;
   void (*unmap)(void *);
@@ -125,6 +129,23 @@ static inline int on_ring(const tx_node_t *t, int peer, size_t len) {
 }
 
 /* ---- the rings ---- */
+
+/* Has a message arrived in the ring from @p peer that is not taken yet? (One acquire load: the
+ * passes that wait look at every ring this way before doing more.) */
+static inline int ring_ready(const tx_node_t *t, int peer) {
+  uint64_t k = t->taken[peer];
+  return load_acq(&t->inr[peer]->slot[k % MPIAR__NODE_SLOTS].seq) == k + 1;
+}
+
+/* Any ring with a message not taken yet? */
+static inline int rings_ready(const tx_node_t *t) {
+  for (int k = 0; k < t->npeers; k++) {
+    if (ring_ready(t, t->peers[k])) {
+      return 1;
+    }
+  }
+  return 0;
+}
 
 /* Write a message into the ring to @p peer if it has room; @return 1 when written. */
 static int ring_put(tx_node_t *t, int peer, const void *buf, size_t len, int tag) {
@@ -209,6 +230,7 @@ static int ring_drain(tx_node_t *t, int peer) {
         t->uhead[peer] = m;
       }
       t->utail[peer] = m;
+      t->nqueued++;
     }
     k++;
     store_rel(&g->taken, k);
@@ -232,6 +254,7 @@ static node_msg_t *unexpected_take(tx_node_t *t, int peer, int tag) {
     if (t->utail[peer] == m) {
       t->utail[peer] = prev;
     }
+    t->nqueued--;
     return m;
   }
   return NULL;
@@ -264,6 +287,9 @@ static int tx_reserve(void *s, size_t cap) {
 
 /* Entries of the inner table before entry @p i. */
 static size_t inner_index(const tx_node_t *t, size_t i) {
+  if (t->nring == 0 && t->ngone == 0) {
+    return i; /* every entry is the inner transport's */
+  }
   size_t k = 0;
   for (size_t j = 0; j < i; j++) {
     k += t->ent[j].kind == E_INNER || t->ent[j].kind == E_INNER_GONE;
@@ -274,6 +300,8 @@ static size_t inner_index(const tx_node_t *t, size_t i) {
 static node_entry_t *entry(tx_node_t *t, size_t i, int kind, int peer, int tag, size_t len) {
   node_entry_t *x = &t->ent[i];
   x->kind = kind;
+  x->ring = kind != E_INNER;
+  t->nring += (size_t)x->ring;
   x->peer = peer;
   x->tag = tag;
   x->len = len;
@@ -329,7 +357,7 @@ static int tx_recv(void *s, size_t i, void *buf, size_t len, int peer, int tag) 
 static int tx_probe(void *s, int source, int tag, mpiar__txmsg_t *m, int *found) {
   tx_node_t *t = s;
   int err = t->in->probe(t->ins, source, tag, m, found);
-  if (err != 0 || *found) {
+  if (err != 0 || *found || (t->nqueued == 0 && !rings_ready(t))) {
     return err;
   }
   for (int k = 0; k < t->npeers; k++) {
@@ -417,7 +445,15 @@ static int tx_poll(void *s, size_t n, mpiar__txdone_t *done, size_t *ndone) {
   t->n = n;
   for (int k = 0; k < t->npeers; k++) {
     /* Out of memory for an unexpected message: it stays in the ring until a later poll. */
-    (void)ring_drain(t, t->peers[k]);
+    if (ring_ready(t, t->peers[k])) {
+      (void)ring_drain(t, t->peers[k]);
+    }
+  }
+  if (t->nring == 0) {
+    /* Only inner entries (the longer messages): the inner table is this one, entry for entry. */
+    int err = t->in->poll(t->ins, n, done, ndone);
+    t->n = err == 0 ? n - *ndone : n;
+    return err;
   }
   size_t nin = 0, nwait = 0;
   for (size_t i = 0; i < n; i++) {
@@ -447,6 +483,7 @@ static int tx_poll(void *s, size_t n, mpiar__txdone_t *done, size_t *ndone) {
   for (size_t i = 0; i < n; i++) {
     node_entry_t *x = &t->ent[i];
     if (x->kind == E_DONE) {
+      t->nring -= (size_t)x->ring;
       done[nd].index = i;
       done[nd].err = x->err;
       done[nd++].bytes = x->bytes;
@@ -465,8 +502,10 @@ static void tx_abandon(void *s, size_t i, int how, double until) {
   if (x->kind == E_INNER) {
     t->in->abandon(t->ins, inner_index(t, i), how, until);
     x->kind = E_INNER_GONE;
+    t->ngone++;
     return;
   }
+  t->nring -= (size_t)x->ring;
   if (x->kind == E_SEND) {
     /* Never written: the failed operation's message is not sent (its receiver learns of the
      * failure from the notice). */
@@ -491,6 +530,7 @@ static size_t tx_compact(void *s, size_t n) {
     }
   }
   t->n = kept;
+  t->ngone = 0;
   return kept;
 }
 
