@@ -31,9 +31,11 @@
  * Restrictions: none; any count (parts without an element are skipped by every rank, empty
  * blocks travel as zero-length messages), in place or not.
  *
- * Memory: per part and dimension two scratch blocks of the ring there: about
- * 2 n / (2 D D_0) elements in all for a square grid (D_0 the first dimension's size); n with a
- * fold.
+ * Memory: two scratch blocks per ring that receives into scratch, summed over the parts:
+ * 2 n (1/(D_0 D_1) + 1/(D_0 D_1 D_2) + ... + 1/p') elements for the later dimensions' rings (D_0
+ * a part's first dimension, D_1 its second, ...; 2 n / p' on a 2-D grid), and in place also
+ * 2 n / D_0 for the first (out of place the first ring receives straight into OUTPUT); at
+ * least n with a fold.
  *
  * Cost (alpha per message, beta per byte sent, gamma per byte reduced, n bytes, P = 2 D parts,
  * S = sum over the dimensions of (D_k - 1), p' = prod D_k; the fold as swing's:
