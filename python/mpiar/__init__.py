@@ -90,11 +90,10 @@ class SGD:
 class _Allocations:
     """The node-shared allocations this process made on one communicator."""
 
-    __slots__ = ("comm", "next", "floor", "live", "dropped", "aligned")
+    __slots__ = ("comm", "next", "floor", "live", "dropped")
 
     def __init__(self, comm):
         self.comm = comm
-        self.aligned = None     # _windows_aligned(comm), asked at the first alloc
         self.next = 0           # the number of the next allocation (alike on every rank)
         self.floor = 0          # every allocation below it is freed (alike on every rank)
         self.live = {}          # number -> (address, nbytes)
@@ -119,27 +118,6 @@ def _allocations_of(comm):
     if state is None:
         state = _allocations[key] = _Allocations(comm)
     return state
-
-
-def _windows_aligned(comm):
-    """Does this MPI start every rank's segment of a shared window on a cache line? (collective)
-
-    The library's zero-copy path keeps its control blocks in such a window and accesses them as
-    64-byte aligned structures; Open MPI 4.1 places the segments 8 bytes past a cache line, where
-    those accesses fault. Until the library aligns its control blocks itself, alloc refuses
-    there instead of handing out arrays whose allreduce would crash the process.
-    """
-    import numpy as np
-    node = comm.Split_type(_MPI.COMM_TYPE_SHARED)
-    try:
-        win = _MPI.Win.Allocate_shared(64, 1, comm=node)
-        try:
-            return all(np.frombuffer(win.Shared_query(q)[0], dtype=np.uint8).ctypes.data % 64 == 0
-                       for q in range(node.Get_size()))
-        finally:
-            win.Free()
-    finally:
-        node.Free()
 
 
 def _dropped(key, number):
@@ -198,18 +176,10 @@ def alloc(shape, dtype="float32", comm=None, like="numpy"):
     ``torch.from_numpy`` and ``Tensor.numpy()`` share the memory. See ``free`` for its lifetime.
     A bad argument on one rank raises there and makes the call fail on every rank.
     """
-    state = _allocations_of(comm)
-    if state.aligned is None:
-        state.aligned = _windows_aligned(state.comm)
-    if not state.aligned:
-        raise UnsupportedError(  # noqa: F821 (a class of the C error list, above)
-            "alloc: this MPI does not start shared-window segments on a cache line, which the "
-            "zero-copy allreduce's control blocks need; node-shared arrays are off with it")
-    return _alloc(state, shape, dtype, like)
+    return _alloc(_allocations_of(comm), shape, dtype, like)
 
 
 def _alloc(state, shape, dtype, like):
-    """alloc() without the check of the MPI's windows (the lifetime tests use it anywhere)."""
     try:
         shape, itemsize, dt = _layout(shape, dtype, like)
         count = 1

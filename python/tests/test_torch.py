@@ -492,3 +492,27 @@ def test_failed_backward_on_one_rank_fails_every_rank(rank, size, overlap, after
     # The ranks stay in step: one more step, without error.
     assert not _train_skipping_failures(m, o, rank, 1, after_failure)
     assert identical_on_every_rank(m)
+
+
+def test_node_shared_tensors(rank, size):
+    """mpiar.alloc(..., like="torch") and torch views of node-shared arrays (test_alloc.py has
+    the rest of mpiar.alloc; here because this file already imports torch)."""
+    t = mpiar.alloc((5, 7), "float32", like="torch")
+    assert isinstance(t, torch.Tensor) and t.shape == (5, 7) and t.dtype == torch.float32
+    t.copy_(torch.from_numpy(np.sin(np.arange(35, dtype=np.float32) * 0.37 + rank).reshape(5, 7)))
+    ref = mpiar.allreduce(t.clone())
+    mpiar.allreduce(t, out=t)
+    assert torch.allclose(t, ref, rtol=1e-5, atol=1e-6)
+    b = mpiar.alloc(33, torch.bfloat16, like="torch")
+    b.fill_(rank + 1)
+    mpiar.allreduce(b, out=b)
+    assert b.dtype == torch.bfloat16 and b.float().sum().item() == 33 * sum(
+        r + 1 for r in range(size))
+    n = mpiar.alloc(6, "float64")
+    v = torch.from_numpy(n)                       # a tensor over a NumPy allocation
+    v.fill_(rank)
+    mpiar.allreduce(v, out=v)
+    assert n.tolist() == [sum(range(size))] * 6
+    mpiar.free(t)
+    mpiar.free(b)
+    mpiar.free(n)

@@ -355,6 +355,11 @@ static const char *canonical_block(const char *const *x, int p, size_t n, mpiar_
   return st[0].ptr;
 }
 
+/* @p p rounded up to the next 64-byte boundary (NULL stays NULL). */
+static void *align_line(void *p) {
+  return (char *)p + ((64 - ((uintptr_t)p & 63)) & 63);
+}
+
 /* The domain's temporaries, at least @p need bytes (64-byte aligned), or NULL (detail set). */
 static char *scratch_get(mpiar__shm_domain_t *dom, size_t need) {
   if (dom->scratch_bytes < need) {
@@ -974,8 +979,13 @@ static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
   if (err == MPI_SUCCESS) {
     MPI_Comm_rank(dom->node, &dom->nrank);
     MPI_Comm_size(dom->node, &dom->nsize);
-    err = MPI_Win_allocate_shared((MPI_Aint)sizeof(shm_ctl_t), 1, MPI_INFO_NULL, dom->node, &mine,
-                                  &dom->ctl_win);
+    /* Room for the first 64-byte boundary: the control blocks are cache-line aligned types, and
+     * MPI places a segment to its own liking (Open MPI 4.1: 8 bytes past a line). A segment's
+     * offset within its page is the same in every process that maps it, so every rank rounds
+     * each base up to the same block. */
+    err = MPI_Win_allocate_shared((MPI_Aint)(sizeof(shm_ctl_t) + 64), 1, MPI_INFO_NULL, dom->node,
+                                  &mine, &dom->ctl_win);
+    mine = align_line(mine);
   }
   if (err == MPI_SUCCESS) {
     dom->ctl = calloc((size_t)dom->nsize, sizeof *dom->ctl);
@@ -986,7 +996,7 @@ static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
     int disp = 0;
     void *base = NULL;
     err = MPI_Win_shared_query(dom->ctl_win, q, &size, &disp, &base);
-    dom->ctl[q] = base;
+    dom->ctl[q] = align_line(base);
   }
   if (err == MPI_SUCCESS) {
     memset(mine, 0, sizeof(shm_ctl_t));
@@ -1178,7 +1188,7 @@ int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr) {
   al->id = id;
   al->win = win;
   al->seg = seg;
-  al->mine = (char *)seg + ((64 - ((uintptr_t)seg & 63)) & 63);
+  al->mine = align_line(seg);
   void *mine = al->mine;
   if (id == dom->nallocs) {
     dom->nallocs++;

@@ -33,32 +33,6 @@
 #include "base/common.h"
 #include "kvstore/kv_internal.h"
 
-/*
- * Do MPI's shared windows on @p node start every rank's segment on a cache line? The zero-copy
- * path keeps its control blocks in such a window (MPI_INFO_NULL) and accesses them as 64-byte
- * aligned structures: Open MPI 4.1 places the segments 8 bytes past a cache line, where those
- * accesses fault. Until the core aligns its control blocks itself, the store does not take the
- * path there. (collective over @p node; the same answer on every rank)
- */
-static int windows_aligned(MPI_Comm node) {
-  void *mine = NULL;
-  MPI_Win win = MPI_WIN_NULL;
-  if (MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, node, &mine, &win) != MPI_SUCCESS) {
-    return 0;
-  }
-  int n = 0, ok = 1;
-  MPI_Comm_size(node, &n);
-  for (int q = 0; q < n; q++) {
-    MPI_Aint size = 0;
-    int disp = 0;
-    void *base = NULL;
-    ok &= MPI_Win_shared_query(win, q, &size, &disp, &base) == MPI_SUCCESS &&
-          (uintptr_t)base % 64 == 0;
-  }
-  MPI_Win_free(&win);
-  return ok;
-}
-
 /* Do every worker of the store's communicator share this process's node, where the zero-copy
  * path can run? (collective) */
 static int one_node(MPI_Comm comm, int size) {
@@ -68,7 +42,7 @@ static int one_node(MPI_Comm comm, int size) {
   }
   int n = 0;
   MPI_Comm_size(node, &n);
-  int ok = n == size && windows_aligned(node);
+  int ok = n == size;
   MPI_Comm_free(&node);
   return ok;
 }
