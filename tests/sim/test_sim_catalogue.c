@@ -155,12 +155,17 @@ int main(int argc, char **argv) {
     const double t = c.alpha + 4000 * c.beta;
     const int ps[] = {4, 5, 9, 64, 100};
     for (int i = 0; i < (quick ? 3 : 5); i++) {
-      const double per = (timing(col, ps[i], 128000, 1000, 0, &c).time_s -
-                          timing(col, ps[i], 64000, 1000, 0, &c).time_s) /
-                         32;
-      const double old = (timing(dbt, ps[i], 128000, 1000, 0, &c).time_s -
-                          timing(dbt, ps[i], 64000, 1000, 0, &c).time_s) /
-                         32;
+      const mpiar__sim_result_t a = timing(col, ps[i], 128000, 1000, 0, &c);
+      const mpiar__sim_result_t b = timing(dbt, ps[i], 128000, 1000, 0, &c);
+      const double per = (a.time_s - timing(col, ps[i], 64000, 1000, 0, &c).time_s) / 32;
+      const double old = (b.time_s - timing(dbt, ps[i], 64000, 1000, 0, &c).time_s) / 32;
+      /* The same messages and bytes as the uncoloured order: only their order differs. */
+      EXPECT(a.messages == b.messages && a.messages_max == b.messages_max &&
+                 a.bytes_sent_max == b.bytes_sent_max && a.bytes_sent_total == b.bytes_sent_total,
+             "double_binary_tree/colour p=%d: %zu messages (%zu max), %zu bytes at most; "
+             "uncoloured %zu (%zu), %zu",
+             ps[i], a.messages, a.messages_max, a.bytes_sent_max, b.messages, b.messages_max,
+             b.bytes_sent_max);
       EXPECT(per <= 6.1 * t * (1 + 1e-9) && (ps[i] < 5 || per < old) &&
                  (ps[i] < 64 || per < 0.6 * old),
              "double_binary_tree/colour p=%d: %.3f t per segment, uncoloured %.3f t", ps[i],
