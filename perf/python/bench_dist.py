@@ -5,7 +5,8 @@ dist.all_gather_into_tensor and dist.reduce_scatter_tensor of float32 tensors fr
 
 The default group is mpiar's; gloo's is new_group(backend="gloo") on the same ranks. For each
 size the two backends alternate, block after block (a block: a barrier, then calls timed back to
-back, ~``--block-ms`` long), and the table gives the median time per call of each and the ratio
+back, ~``--block-ms`` long; each repetition of the rotation starts one call further on), and the
+table gives the median time per call of each and the ratio
 gloo / mpiar (rank 0). Sizes are what each rank contributes: the all_reduce's tensor, the
 all_gather's input, the reduce_scatter's output times the number of ranks (its input). gloo
 (torch 1.13) has neither all_gather_into_tensor nor reduce_scatter; its columns are what a
@@ -19,7 +20,14 @@ on a group of the "noop" backend registered here (a Python ProcessGroup of the s
 mpiar's, whose allreduce returns a completed Work and moves no data), which is what torch's own
 dispatch costs; and ``mpiar.allreduce`` called on the tensor directly (the library's call from
 Python, with the default argument check). "over floor" is mpiar's time less the no-op's: what
-the backend itself costs per call.
+the backend itself costs per call. Its last two columns time the backend's all_reduce on a
+second mpiar group whose calls never stage through the node-shared pool (``pool_bytes=0``,
+``pool_allreduce_bytes=0``), in the same rotation: "without / with" above 1 is what the pool
+gains at the sizes where the default group stages (``--pool-allreduce-bytes``, 64 MiB by
+default, for all_reduce; ``--pool-bytes``, 1 MiB, for the forms below). ``--collectives`` also takes
+``all_reduce_coalesced`` (two tensors), ``all_gather_list`` (dist.all_gather into a list) and
+``reduce_scatter_list`` (dist.reduce_scatter from a list; gloo's column as above), whose tables
+have the same two columns.
 """
 
 import argparse
@@ -109,13 +117,41 @@ def gloo_reduce_scatter(out, inp, group):
 
 def calls(kind, nbytes, size, comm=None):
     """The mpiar call and gloo's for one size; for all_reduce also the floor's two (the no-op
-    backend's and mpiar.allreduce directly)."""
+    backend's and mpiar.allreduce directly) and the mpiar backend's without its staging pool."""
     n = max(1, nbytes // 4)
     if kind == "all_reduce":
         t = torch.ones(n)
         return (lambda g: dist.all_reduce(t, group=g), lambda g: dist.all_reduce(t, group=g),
                 lambda g: dist.all_reduce(t, group=g),
-                lambda g: mpiar.allreduce(t, out=t, comm=comm))
+                lambda g: mpiar.allreduce(t, out=t, comm=comm),
+                lambda g: dist.all_reduce(t, group=g))
+    if kind == "all_reduce_coalesced":
+        ts = [torch.ones(k) for k in (n // 2, n - n // 2)]
+
+        def coalesced(g):
+            dist.all_reduce_coalesced(ts, group=g)
+
+        return coalesced, coalesced, None, None, coalesced
+    if kind == "all_gather_list":
+        x = torch.ones(n)
+        views = [torch.empty(n) for _ in range(size)]
+
+        def gather_list(g):
+            dist.all_gather(views, x, group=g)
+
+        return gather_list, gather_list, None, None, gather_list
+    if kind == "reduce_scatter_list":
+        m = max(1, n // size)
+        ins = [torch.ones(m) for _ in range(size)]
+        out = torch.empty(m)
+
+        def scatter_list(g):
+            if g is None or isinstance(g, mpiar.torch.ProcessGroupMpiar):
+                dist.reduce_scatter(out, ins, group=g)
+            else:
+                gloo_reduce_scatter(out, torch.cat(ins), g)
+
+        return scatter_list, scatter_list, None, None, scatter_list
     if kind == "all_gather":
         x = torch.ones(n)
         out = torch.empty(n * size)
@@ -151,17 +187,21 @@ def bench(kind, sizes, reps, block_ms, groups, comm):
     for nbytes in sizes:
         fns = calls(kind, nbytes, size, groups[3])
         for f, g in zip(fns, groups):
-            f(g)
+            if f is not None:
+                f(g)
         # Calibrate the block length on the slower (gloo) call, agreed across ranks; the floor's
         # calls run as many times (they are faster still).
         one = time_block(fns[1], groups[1], 1, comm)
         iters = comm.allreduce(max(1, min(2000, int(block_ms / 1e3 / max(one, 1e-7)))),
                                op=MPI.MAX)
         times = [[] for _ in fns]
-        for _ in range(reps):
-            for f, g, t in zip(fns, groups, times):
-                t.append(time_block(f, g, iters, comm))
-        rows.append((nbytes, [median_us(t) for t in times]))
+        runs = [i for i, f in enumerate(fns) if f is not None]
+        for rep in range(reps):
+            # Each repetition starts one call further on, so that no call always follows the
+            # same other (gloo's threads, still busy after its block, slow the next one).
+            for i in runs[rep % len(runs):] + runs[:rep % len(runs)]:
+                times[i].append(time_block(fns[i], groups[i], iters, comm))
+        rows.append((nbytes, [median_us(t) if t else None for t in times]))
     return rows
 
 
@@ -213,13 +253,22 @@ def main():
                          "it is the per-call cost of each layer")
     ap.add_argument("--inline-bytes", type=int, default=None,
                     help="ProcessGroupMpiar's inline_bytes (calls up to it run in the caller)")
+    ap.add_argument("--pool-bytes", type=int, default=None,
+                    help="the default group's pool_bytes (the list forms and all_reduce_coalesced "
+                         "stage in the node-shared pool from it on)")
+    ap.add_argument("--pool-allreduce-bytes", type=int, default=None,
+                    help="the default group's pool_allreduce_bytes (all_reduce stages through the "
+                         "pool from it on)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
     if args.cpu:
         global CLOCK
         CLOCK = time.thread_time
-    options = None if args.inline_bytes is None else {"inline_bytes": args.inline_bytes}
+    options = {k: v for k, v in (("inline_bytes", args.inline_bytes),
+                                 ("pool_bytes", args.pool_bytes),
+                                 ("pool_allreduce_bytes", args.pool_allreduce_bytes))
+               if v is not None} or None
     dist.init_process_group("mpiar", pg_options=options)
     gloo = dist.new_group(backend="gloo")
     noop = dist.new_group(backend="noop")
@@ -231,7 +280,10 @@ def main():
               f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}"
               f"{', CPU time of the calling thread' if args.cpu else ''}")
     # The mpiar backend's group is the default one (None); the direct call's is its communicator.
-    groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm)
+    # The fifth: an mpiar group that never stages through the pool.
+    nopool = dist.new_group(backend="mpiar", pg_options=dict(options or {}, pool_bytes=0,
+                                                             pool_allreduce_bytes=0))
+    groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm, nopool)
     for kind in filter(None, args.collectives.split(",")):
         rows = bench(kind, sizes, args.reps, args.block_ms, groups, comm)
         if rank != 0:
@@ -239,11 +291,19 @@ def main():
         if kind == "all_reduce":
             print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar | floor (no-op backend), us "
                   "| mpiar over floor, us | `mpiar.allreduce`, us | floor + `mpiar.allreduce`, "
-                  "us |")
-            print("|---|---|---|---|---|---|---|---|")
-            for nbytes, (m, g, f, d) in rows:
+                  "us | mpiar without the pool, us | without / with |")
+            print("|---|---|---|---|---|---|---|---|---|---|")
+            for nbytes, (m, g, f, d, q) in rows:
                 print(f"| {human(nbytes)} | {m:.1f} | {g:.1f} | {g / m:.2f} | {f:.2f} | "
-                      f"{m - f:.1f} | {d:.1f} | {f + d:.1f} |", flush=True)
+                      f"{m - f:.1f} | {d:.1f} | {f + d:.1f} | {q:.1f} | {q / m:.2f} |",
+                      flush=True)
+        elif kind in ("all_reduce_coalesced", "all_gather_list", "reduce_scatter_list"):
+            print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar | mpiar "
+                  "without the pool, us | without / with |")
+            print("|---|---|---|---|---|---|")
+            for nbytes, (m, g, _, _, q) in rows:
+                print(f"| {human(nbytes)} | {m:.1f} | {g:.1f} | {g / m:.2f} | {q:.1f} | "
+                      f"{q / m:.2f} |", flush=True)
         else:
             print(f"\n| {kind} | mpiar, us | gloo, us | gloo / mpiar |")
             print("|---|---|---|---|")

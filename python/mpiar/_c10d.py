@@ -50,6 +50,13 @@ __all__ = ["ProcessGroupMpiar", "Work", "allgather_into", "reduce_scatter_into"]
 
 #: Calls on at most this many bytes run in the calling thread when the executor is idle.
 INLINE_BYTES = 64 * 1024
+#: allreduce_coalesced and the list forms of all_gather and reduce_scatter whose staging takes at
+#: least this many bytes stage in the group's pool of node-shared memory instead of a tensor made
+#: per call (docs/python.md, "Staging on node-shared memory"); also the pool's smallest size.
+POOL_BYTES = 1 << 20
+#: all_reduce on at least this many bytes is copied into the pool, reduced there and copied back:
+#: where the zero-copy reduction measured faster than the two copies cost (docs/python.md).
+POOL_ALLREDUCE_BYTES = 64 << 20
 #: Works kept alive for C++ callers (which hold only the C++ half of a Python Work) until they are
 #: waited for, their future is taken, or this many newer works exist.
 _KEEP_WORKS = 1024
@@ -170,6 +177,52 @@ def reduce_scatter_into(comm, out, inp, op, algorithm=None, check=False):
     del algorithm
     mpiar.reduce_scatter_block(inp.detach().reshape(-1), op=op,
                                out=_writable(out).reshape(-1), comm=comm, check=check)
+
+
+# ---- the staging pool ----------------------------------------------------------------------
+
+class _Pool:
+    """A group's kept staging buffer on node-shared memory (``mpiar.alloc`` over the group's
+    communicator), on which an allreduce of every rank runs zero-copy. ``take`` is collective: it
+    runs on the executor after the ranks agreed on the call (so every rank asks for the same
+    bytes) and grows the buffer to the next power of two when it is too small, which frees the
+    old one (dropped on every rank, so the next ``alloc`` frees it). The first ``take`` also
+    checks that the group is on one node; when it is not, or ``alloc`` fails (on every rank
+    alike), the pool turns itself off and ``take`` returns None from then on."""
+
+    def __init__(self, comm):
+        self._comm = comm
+        self._buf = None
+        self.capacity = 0
+        self.grows = 0
+        self.off = None
+
+    def take(self, nbytes):
+        """A flat uint8 tensor of ``nbytes`` on the pool's memory, or None (pool off)."""
+        if self.off is None:
+            node = self._comm.Split_type(MPI.COMM_TYPE_SHARED)
+            self.off = node.Get_size() != self._comm.Get_size()
+            node.Free()
+        if self.off:
+            return None
+        if nbytes > self.capacity:
+            cap = max(POOL_BYTES, 1 << (nbytes - 1).bit_length())
+            self._buf = None
+            self.capacity = 0
+            try:
+                self._buf = mpiar.alloc(cap, dtype=torch.uint8, comm=self._comm, like="torch")
+            except (mpiar.Error, ValueError):
+                self.off = True
+                return None
+            self.capacity = cap
+            self.grows += 1
+        return self._buf[:nbytes]
+
+    def release(self):
+        """Drop the buffer: every rank's drop frees it at the communicator's next collective
+        point of ``mpiar.alloc`` (``collect``), and ``MPI_Finalize`` frees what is left."""
+        self._buf = None
+        self.capacity = 0
 
 
 # ---- works ----------------------------------------------------------------------------------
@@ -457,10 +510,15 @@ class ProcessGroupMpiar(dist.ProcessGroup):
     ``inline_bytes``: the size up to which an idle group runs a call in the calling thread.
     ``timeout_ms``: mpiar's deadline of every call (None: the library's default or
     ``MPIAR_TIMEOUT_MS``). ``algorithm``: the allreduce algorithm of the reductions (None:
-    automatic, or ``MPIAR_ALGORITHM``). With ``init_process_group("mpiar", pg_options={...})``
-    (and ``new_group``) a dict of these keywords reaches the group."""
+    automatic, or ``MPIAR_ALGORITHM``). ``pool_bytes`` (default ``POOL_BYTES``, 1 MiB; 0 turns
+    it off): the staging size from which allreduce_coalesced and the list forms of allgather
+    and reduce_scatter stage in the group's node-shared pool (``_Pool``);
+    ``pool_allreduce_bytes`` (default ``POOL_ALLREDUCE_BYTES``, 64 MiB; 0 turns it off): the
+    size from which all_reduce stages there. With ``init_process_group("mpiar", pg_options={...})`` (and
+    ``new_group``) a dict of these keywords reaches the group."""
 
-    def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None, algorithm=None):
+    def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None, algorithm=None,
+                 pool_bytes=None, pool_allreduce_bytes=None):
         super().__init__(comm.Get_rank(), comm.Get_size())
         self.comm = comm
         self._p2p = comm.Dup()
@@ -475,6 +533,10 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         self._agree_buf = np.zeros(2 * len(_FIELDS), dtype=np.uint64)
         self._plans = {}
         self._kw_key = self._kw_cache = None
+        self.pool_bytes = POOL_BYTES if pool_bytes is None else int(pool_bytes)
+        self.pool_allreduce_bytes = (POOL_ALLREDUCE_BYTES if pool_allreduce_bytes is None
+                                     else int(pool_allreduce_bytes))
+        self._pool = _Pool(comm)
         _LIVE.add(self)
 
     def getBackendName(self):
@@ -623,7 +685,10 @@ class ProcessGroupMpiar(dist.ProcessGroup):
             t = t.detach()
         kw = self._kw
         ex = self._ex
-        if (t.numel() * esize <= self.inline_bytes or _blocking_caller(1)) and ex.begin():
+        nbytes = t.numel() * esize
+        if 0 < self.pool_allreduce_bytes <= nbytes and not self._pool.off:
+            return self._allreduce_pooled(tensors, t, op, name, nbytes)
+        if (nbytes <= self.inline_bytes or _blocking_caller(1)) and ex.begin():
             # The common small call, written out: no closure, one C call, a completed work.
             try:
                 mpiar.allreduce(t, op=name, out=t, **kw)
@@ -639,6 +704,40 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         w = Work(ex, tensors, self._keep)
         ex.submit(w, body, False)
         return w
+
+    def _staged(self, fname, fields, nbytes):
+        """The pool's buffer of ``nbytes`` for a call whose fields the ranks agree on first (so
+        that every rank grows the pool alike; a mismatch raises MismatchError on every rank
+        before the pool is touched), or None when the pool is off. On the executor."""
+        if self.check:
+            self._agree(fname, fields)
+        return self._pool.take(nbytes)
+
+    def _take(self, nbytes):
+        """The pool's buffer of ``nbytes`` for a call of at least ``pool_bytes`` whose ranks have
+        agreed (``_call``'s agreement), else None. On the executor."""
+        return self._pool.take(nbytes) if 0 < self.pool_bytes <= nbytes else None
+
+    def _allreduce_pooled(self, tensors, t, op, name, nbytes):
+        """A large all_reduce through the pool: the tensor is copied into the pool's buffer,
+        reduced there in place (every rank's buffer is node-shared: mpiar's zero-copy path) and
+        copied back. The agreement is ``_agree``'s, before the pool grows; the data call then
+        skips its own."""
+        fields = (_ALLREDUCE, _DTYPE_CODE[t.dtype], _OP_CODE[_OPS[op]], 0, t.numel(), 0)
+        kw = self._mpiar_kw()
+        flat = t.view(-1)
+
+        def body():
+            s = self._staged("allreduce", fields, nbytes)
+            if s is None:
+                _allreduce_inplace(t, name, kw)
+                return
+            s = s.view(t.dtype)
+            s.copy_(flat)
+            _allreduce_inplace(s, name, kw)
+            flat.copy_(s)
+
+        return self._submit(tensors, body, nbytes)
 
     def allreduce_coalesced(self, tensors, opts=None):
         fname = "allreduce_coalesced"
@@ -659,8 +758,14 @@ class ProcessGroupMpiar(dist.ProcessGroup):
                     _fingerprint(tuple(t.shape) for t in tensors))
 
         def body():
-            flat = torch.cat([t.detach().reshape(-1) for t in tensors])
-            mpiar.allreduce(flat, op=state["op"], out=flat, **self._mpiar_kw())
+            s = self._take(sum(t.numel() for t in tensors) * tensors[0].element_size())
+            if s is None:
+                flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+            else:
+                # Staged in the pool (after _call's agreement, so every rank takes alike).
+                flat = s.view(tensors[0].dtype)
+                torch.cat([t.detach().reshape(-1) for t in tensors], out=flat)
+            _allreduce_inplace(flat, state["op"], self._mpiar_kw())
             off = 0
             for t in tensors:
                 n = t.numel()
@@ -765,9 +870,17 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
         def body():
             inp = input_tensors[0]
-            flat = torch.empty(inp.numel() * self._size, dtype=inp.dtype)
-            allgather_into(self.comm, flat, inp.detach().reshape(-1), self.algorithm)
             n = inp.numel()
+            s = self._take(n * inp.element_size() * (self._size + 1))
+            if s is None:
+                flat = torch.empty(n * self._size, dtype=inp.dtype)
+                src = inp.detach().reshape(-1)
+            else:
+                # Output and input in the pool (after _call's agreement): mpiar's zero-copy path.
+                s = s.view(inp.dtype)
+                flat, src = s[:n * self._size], s[n * self._size:]
+                src.copy_(inp.detach().reshape(-1))
+            allgather_into(self.comm, flat, src, self.algorithm)
             for i, o in enumerate(output_tensors[0]):
                 _writable(o).view(-1).copy_(flat[i * n:(i + 1) * n])
 
@@ -852,8 +965,19 @@ class ProcessGroupMpiar(dist.ProcessGroup):
                     0)
 
         def body():
-            flat = torch.cat([t.detach().reshape(-1) for t in input_tensors[0]])
-            reduce_scatter_into(self.comm, output_tensors[0], flat, state["op"], self.algorithm)
+            out = output_tensors[0]
+            n = out.numel()
+            s = self._take(n * out.element_size() * (self._size + 1))
+            if s is None:
+                flat = torch.cat([t.detach().reshape(-1) for t in input_tensors[0]])
+                reduce_scatter_into(self.comm, out, flat, state["op"], self.algorithm)
+                return
+            # Input and output in the pool (after _call's agreement): mpiar's zero-copy path.
+            s = s.view(out.dtype)
+            flat, block = s[:n * self._size], s[n * self._size:]
+            torch.cat([t.detach().reshape(-1) for t in input_tensors[0]], out=flat)
+            reduce_scatter_into(self.comm, block, flat, state["op"], self.algorithm)
+            _writable(out).view(-1).copy_(block)
 
         return self._call(fname, output_tensors, prepare, body,
                           _nbytes(input_tensors[0]) if len(input_tensors) == 1 else 0)
@@ -1020,6 +1144,7 @@ class ProcessGroupMpiar(dist.ProcessGroup):
 
     def _shutdown(self):
         self._ex.drain()
+        self._pool.release()
 
 
 def _nbytes(tensors):

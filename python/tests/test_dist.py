@@ -371,6 +371,104 @@ def test_errors_across_ranks(groups):
     assert t.tolist() == [float(size)] * 2
 
 
+def test_pool_staging(groups):
+    """all_reduce, all_reduce_coalesced and the list forms of all_gather and reduce_scatter from
+    pool_bytes (1 MiB) on stage through the group's node-shared pool: the results equal the
+    unstaged path's (bit for bit at two ranks, where
+    a sum has one order), the pool grows in powers of two only when a call needs it, and a
+    mismatched large call fails on every rank before the pool is touched."""
+    g = dist.group.WORLD
+    g.pool_allreduce_bytes = g.pool_bytes       # all_reduce from 1 MiB too (64 MiB by default)
+    try:
+        _pool_staging(g)
+    finally:
+        g.pool_allreduce_bytes = mpiar._c10d.POOL_ALLREDUCE_BYTES
+
+
+def unstaged(g, fn):
+    """fn() on g without its pool."""
+    saved = g.pool_bytes, g.pool_allreduce_bytes
+    g.pool_bytes = g.pool_allreduce_bytes = 0
+    try:
+        fn()
+    finally:
+        g.pool_bytes, g.pool_allreduce_bytes = saved
+
+
+def _pool_staging(g):
+    r, size = dist.get_rank(), dist.get_world_size()
+    pool = g._pool
+    cap0, grows0 = pool.capacity, pool.grows     # earlier tests' large calls may have grown it
+    n = g.pool_bytes // 4
+
+    def same(u, v):     # one summation order at two ranks; more may sum in another order
+        return torch.equal(u, v) if size <= 2 else torch.allclose(u, v, rtol=1e-5, atol=1e-5)
+
+    gen = torch.Generator().manual_seed(r)
+    cases = [(torch.randn(n, generator=gen), R.SUM),
+             (torch.randn(n // 2 + 5, generator=gen, dtype=torch.float64), R.AVG),
+             (torch.randint(-9, 9, (n // 2,), generator=gen, dtype=torch.int64), R.MAX)]
+    for x, op in cases:
+        y, z = x.clone(), x.clone()
+        dist.all_reduce(y, op=op)
+        w = dist.all_reduce(x, op=op, async_op=True)          # on the worker thread
+        unstaged(g, lambda: dist.all_reduce(z, op=op))
+        w.wait()
+        assert same(y, z) and same(x, z), (x.dtype, op)
+    parts = [torch.randn(k, generator=gen) for k in (n // 2, 7, n // 2)]
+    a, b = [p.clone() for p in parts], [p.clone() for p in parts]
+    dist.all_reduce_coalesced(a)
+    unstaged(g, lambda: dist.all_reduce_coalesced(b))
+    assert all(same(u, v) for u, v in zip(a, b))
+    if pool.off:
+        pytest.skip("the group's pool is off (not on one node, or no node-shared memory)")
+    # 1 MiB, then 1 MiB + 40 B (to 2 MiB), then calls that fit.
+    grows = grows0 + (cap0 < 1 << 20) + (cap0 < 1 << 21)
+    assert (pool.capacity, pool.grows) == (max(cap0, 1 << 21), grows)
+    t = torch.ones(n * 3 // 4, dtype=torch.float64)        # 1.5 MiB: fits
+    dist.all_reduce(t)
+    assert pool.grows == grows and torch.equal(t, torch.full_like(t, size))
+    t = torch.ones(n + n // 2, dtype=torch.float64)        # 3 MiB: 4 MiB
+    dist.all_reduce(t)
+    grows += cap0 < 1 << 22
+    assert (pool.capacity, pool.grows) == (max(cap0, 1 << 22), grows)
+    assert torch.equal(t, torch.full_like(t, size))
+    # The list forms of all_gather and reduce_scatter stage output and input in the pool.
+    m = n // 2
+    x = torch.randn(m, generator=gen)
+    ins = [torch.randn(m, generator=gen) for _ in range(size)]
+    outs = []
+
+    def lists():
+        gathered = [torch.empty(m) for _ in range(size)]
+        dist.all_gather(gathered, x)
+        block = torch.empty(m)
+        dist.reduce_scatter(block, ins)
+        outs.append((gathered, block))
+
+    lists()
+    unstaged(g, lists)
+    (ga, ba), (gb, bb) = outs
+    assert torch.equal(ga[r], x) and all(torch.equal(u, v) for u, v in zip(ga, gb))
+    assert same(ba, bb)
+    if size < 2:
+        return
+    cap, grows = pool.capacity, pool.grows
+    # Mismatched large calls (both staged, or staged on one rank only) fail on every rank, and
+    # the pool does not grow; the next call works.
+    with pytest.raises(mpiar.MismatchError, match="element count differs"):
+        dist.all_reduce(torch.ones(2 * n + r, dtype=torch.float64))
+    with pytest.raises(mpiar.MismatchError):
+        dist.all_reduce(torch.ones(n if r == 0 else 3))
+    w = dist.all_reduce(torch.ones(n + r), async_op=True)
+    with pytest.raises(mpiar.MismatchError):
+        w.wait()
+    assert (pool.capacity, pool.grows) == (cap, grows)
+    t = torch.ones(n)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full_like(t, size))
+
+
 class SmallCNN(torch.nn.Module):
     def __init__(self):
         super().__init__()
