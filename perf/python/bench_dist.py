@@ -20,11 +20,11 @@ on a group of the "noop" backend registered here (a Python ProcessGroup of the s
 mpiar's, whose allreduce returns a completed Work and moves no data), which is what torch's own
 dispatch costs; and ``mpiar.allreduce`` called on the tensor directly (the library's call from
 Python, with the default argument check). "over floor" is mpiar's time less the no-op's: what
-the backend itself costs per call. Its last two columns time the backend's all_reduce on a
-second mpiar group whose calls never stage through the node-shared pool (``pool_bytes=0``,
-``pool_allreduce_bytes=0``), in the same rotation: "without / with" above 1 is what the pool
-gains at the sizes where the default group stages (``--pool-allreduce-bytes``, 64 MiB by
-default, for all_reduce; ``--pool-bytes``, 1 MiB, for the forms below). ``--collectives`` also takes
+the backend itself costs per call. Its last two columns time the backend's all_reduce on the
+same group with its node-shared staging pool off for those blocks (``pool_bytes`` and
+``pool_allreduce_bytes`` 0), in the same rotation: "without / with" above 1 is what the pool
+gains at the sizes where the default group stages (all_reduce from ``--pool-allreduce-bytes``,
+1 MiB by default, to 16 MiB; the forms below from ``--pool-bytes``, 1 MiB). ``--collectives`` also takes
 ``all_reduce_coalesced`` (two tensors), ``all_gather_list`` (dist.all_gather into a list) and
 ``reduce_scatter_list`` (dist.reduce_scatter from a list; gloo's column as above), whose tables
 have the same two columns.
@@ -146,7 +146,7 @@ def calls(kind, nbytes, size, comm=None):
         out = torch.empty(m)
 
         def scatter_list(g):
-            if g is None or isinstance(g, mpiar.torch.ProcessGroupMpiar):
+            if g is None or isinstance(g, mpiar.torch.ProcessGroupMpiar):  # mpiar's group
                 dist.reduce_scatter(out, ins, group=g)
             else:
                 gloo_reduce_scatter(out, torch.cat(ins), g)
@@ -180,15 +180,26 @@ def time_block(fn, group, iters, comm):
     return (CLOCK() - t0) / iters
 
 
+def time_unstaged(fn, group, iters, comm):
+    """time_block on the mpiar group ``group`` with its staging pool off (pool_bytes and
+    pool_allreduce_bytes 0) for the block: the same group and communicator as the staged call."""
+    saved = group.pool_bytes, group.pool_allreduce_bytes
+    group.pool_bytes = group.pool_allreduce_bytes = 0
+    try:
+        return time_block(fn, group, iters, comm)
+    finally:
+        group.pool_bytes, group.pool_allreduce_bytes = saved
+
+
 def bench(kind, sizes, reps, block_ms, groups, comm):
     """Per size: the median time per call (us) of each call of calls(), in its order."""
     rows = []
     size = comm.Get_size()
     for nbytes in sizes:
         fns = calls(kind, nbytes, size, groups[3])
-        for f, g in zip(fns, groups):
+        for i, (f, g) in enumerate(zip(fns, groups)):
             if f is not None:
-                f(g)
+                (time_unstaged if i == 4 else time_block)(f, g, 1, comm)
         # Calibrate the block length on the slower (gloo) call, agreed across ranks; the floor's
         # calls run as many times (they are faster still).
         one = time_block(fns[1], groups[1], 1, comm)
@@ -200,7 +211,8 @@ def bench(kind, sizes, reps, block_ms, groups, comm):
             # Each repetition starts one call further on, so that no call always follows the
             # same other (gloo's threads, still busy after its block, slow the next one).
             for i in runs[rep % len(runs):] + runs[:rep % len(runs)]:
-                times[i].append(time_block(fns[i], groups[i], iters, comm))
+                timer = time_unstaged if i == 4 else time_block
+                times[i].append(timer(fns[i], groups[i], iters, comm))
         rows.append((nbytes, [median_us(t) if t else None for t in times]))
     return rows
 
@@ -280,10 +292,9 @@ def main():
               f"blocks of ~{args.block_ms:g} ms, load {os.getloadavg()[0]:.2f}"
               f"{', CPU time of the calling thread' if args.cpu else ''}")
     # The mpiar backend's group is the default one (None); the direct call's is its communicator.
-    # The fifth: an mpiar group that never stages through the pool.
-    nopool = dist.new_group(backend="mpiar", pg_options=dict(options or {}, pool_bytes=0,
-                                                             pool_allreduce_bytes=0))
-    groups = (None, gloo, noop, dist.distributed_c10d._get_default_group().comm, nopool)
+    # The fifth: the default group itself, with its pool off during that call's blocks (bench).
+    default = dist.distributed_c10d._get_default_group()
+    groups = (None, gloo, noop, default.comm, default)
     for kind in filter(None, args.collectives.split(",")):
         rows = bench(kind, sizes, args.reps, args.block_ms, groups, comm)
         if rank != 0:

@@ -54,9 +54,14 @@ INLINE_BYTES = 64 * 1024
 #: least this many bytes stage in the group's pool of node-shared memory instead of a tensor made
 #: per call (docs/python.md, "Staging on node-shared memory"); also the pool's smallest size.
 POOL_BYTES = 1 << 20
-#: all_reduce on at least this many bytes is copied into the pool, reduced there and copied back:
-#: where the zero-copy reduction measured faster than the two copies cost (docs/python.md).
-POOL_ALLREDUCE_BYTES = 64 << 20
+#: all_reduce of at least POOL_ALLREDUCE_BYTES and at most POOL_ALLREDUCE_MAX_BYTES is copied into
+#: the pool, reduced there and copied back: where the zero-copy reduction measured faster than
+#: the two copies cost (docs/python.md; at 64 MiB it did not).
+POOL_ALLREDUCE_BYTES = 1 << 20
+POOL_ALLREDUCE_MAX_BYTES = 16 << 20
+#: The list form of all_gather stages in the pool when each rank's input has at least this many
+#: bytes (at 1 MiB its extra copy of the input cost more than the zero-copy allgather saved).
+POOL_ALLGATHER_BYTES = 4 << 20
 #: Works kept alive for C++ callers (which hold only the C++ half of a Python Work) until they are
 #: waited for, their future is taken, or this many newer works exist.
 _KEEP_WORKS = 1024
@@ -513,12 +518,15 @@ class ProcessGroupMpiar(dist.ProcessGroup):
     automatic, or ``MPIAR_ALGORITHM``). ``pool_bytes`` (default ``POOL_BYTES``, 1 MiB; 0 turns
     it off): the staging size from which allreduce_coalesced and the list forms of allgather
     and reduce_scatter stage in the group's node-shared pool (``_Pool``);
-    ``pool_allreduce_bytes`` (default ``POOL_ALLREDUCE_BYTES``, 64 MiB; 0 turns it off): the
-    size from which all_reduce stages there. With ``init_process_group("mpiar", pg_options={...})`` (and
+    ``pool_allreduce_bytes`` and ``pool_allreduce_max_bytes`` (default 1 MiB and 16 MiB; 0 turns
+    it off): the sizes of the all_reduce calls staged there; ``pool_allgather_bytes`` (default
+    4 MiB): the input size from which the list form of allgather stages there. With
+    ``init_process_group("mpiar", pg_options={...})`` (and
     ``new_group``) a dict of these keywords reaches the group."""
 
     def __init__(self, comm, timeout_ms=None, check=True, inline_bytes=None, algorithm=None,
-                 pool_bytes=None, pool_allreduce_bytes=None):
+                 pool_bytes=None, pool_allreduce_bytes=None, pool_allreduce_max_bytes=None,
+                 pool_allgather_bytes=None):
         super().__init__(comm.Get_rank(), comm.Get_size())
         self.comm = comm
         self._p2p = comm.Dup()
@@ -536,6 +544,11 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         self.pool_bytes = POOL_BYTES if pool_bytes is None else int(pool_bytes)
         self.pool_allreduce_bytes = (POOL_ALLREDUCE_BYTES if pool_allreduce_bytes is None
                                      else int(pool_allreduce_bytes))
+        self.pool_allgather_bytes = (POOL_ALLGATHER_BYTES if pool_allgather_bytes is None
+                                     else int(pool_allgather_bytes))
+        self.pool_allreduce_max_bytes = (POOL_ALLREDUCE_MAX_BYTES
+                                         if pool_allreduce_max_bytes is None
+                                         else int(pool_allreduce_max_bytes))
         self._pool = _Pool(comm)
         _LIVE.add(self)
 
@@ -686,7 +699,8 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         kw = self._kw
         ex = self._ex
         nbytes = t.numel() * esize
-        if 0 < self.pool_allreduce_bytes <= nbytes and not self._pool.off:
+        if (0 < self.pool_allreduce_bytes <= nbytes <= self.pool_allreduce_max_bytes
+                and not self._pool.off):
             return self._allreduce_pooled(tensors, t, op, name, nbytes)
         if (nbytes <= self.inline_bytes or _blocking_caller(1)) and ex.begin():
             # The common small call, written out: no closure, one C call, a completed work.
@@ -871,7 +885,9 @@ class ProcessGroupMpiar(dist.ProcessGroup):
         def body():
             inp = input_tensors[0]
             n = inp.numel()
-            s = self._take(n * inp.element_size() * (self._size + 1))
+            s = None
+            if n * inp.element_size() >= self.pool_allgather_bytes:
+                s = self._take(n * inp.element_size() * (self._size + 1))
             if s is None:
                 flat = torch.empty(n * self._size, dtype=inp.dtype)
                 src = inp.detach().reshape(-1)

@@ -377,12 +377,7 @@ def test_pool_staging(groups):
     unstaged path's (bit for bit at two ranks, where
     a sum has one order), the pool grows in powers of two only when a call needs it, and a
     mismatched large call fails on every rank before the pool is touched."""
-    g = dist.group.WORLD
-    g.pool_allreduce_bytes = g.pool_bytes       # all_reduce from 1 MiB too (64 MiB by default)
-    try:
-        _pool_staging(g)
-    finally:
-        g.pool_allreduce_bytes = mpiar._c10d.POOL_ALLREDUCE_BYTES
+    _pool_staging(dist.group.WORLD)
 
 
 def unstaged(g, fn):
@@ -393,6 +388,47 @@ def unstaged(g, fn):
         fn()
     finally:
         g.pool_bytes, g.pool_allreduce_bytes = saved
+
+
+def test_pool_staging_list_forms(groups):
+    """The list forms of all_gather (from 4 MiB of input; 512 KiB here) and reduce_scatter stage
+    their output and input in the pool, with the unstaged path's results."""
+    g = dist.group.WORLD
+    g.pool_allgather_bytes, saved = 1 << 19, g.pool_allgather_bytes
+    try:
+        _pool_list_forms(g)
+    finally:
+        g.pool_allgather_bytes = saved
+
+
+def _pool_list_forms(g):
+    r, size = dist.get_rank(), dist.get_world_size()
+    gen = torch.Generator().manual_seed(r)
+    n = g.pool_bytes // 4
+    # The list forms of all_gather and reduce_scatter stage output and input in the pool.
+    m = n // 2
+    x = torch.randn(m, generator=gen)
+    ins = [torch.randn(m, generator=gen) for _ in range(size)]
+    outs = []
+
+    def lists(pooled):
+        gathered = [torch.empty(m) for _ in range(size)]
+        dist.all_gather(gathered, x)
+        if pooled and not g._pool.off:  # staged: the output lies in the pool
+            staged = g._pool.take(m * 4 * size).view(torch.float32)
+            assert torch.equal(staged, torch.cat(gathered))
+        block = torch.empty(m)
+        dist.reduce_scatter(block, ins)
+        if pooled and not g._pool.off:
+            assert torch.equal(g._pool.take(m * 4 * (size + 1))[m * 4 * size:].view(
+                torch.float32), block)
+        outs.append((gathered, block))
+
+    lists(True)
+    unstaged(g, lambda: lists(False))
+    (ga, ba), (gb, bb) = outs
+    assert torch.equal(ga[r], x) and all(torch.equal(u, v) for u, v in zip(ga, gb))
+    assert torch.equal(ba, bb) if size <= 2 else torch.allclose(ba, bb, rtol=1e-5, atol=1e-5)
 
 
 def _pool_staging(g):
@@ -433,24 +469,14 @@ def _pool_staging(g):
     grows += cap0 < 1 << 22
     assert (pool.capacity, pool.grows) == (max(cap0, 1 << 22), grows)
     assert torch.equal(t, torch.full_like(t, size))
-    # The list forms of all_gather and reduce_scatter stage output and input in the pool.
-    m = n // 2
-    x = torch.randn(m, generator=gen)
-    ins = [torch.randn(m, generator=gen) for _ in range(size)]
-    outs = []
-
-    def lists():
-        gathered = [torch.empty(m) for _ in range(size)]
-        dist.all_gather(gathered, x)
-        block = torch.empty(m)
-        dist.reduce_scatter(block, ins)
-        outs.append((gathered, block))
-
-    lists()
-    unstaged(g, lists)
-    (ga, ba), (gb, bb) = outs
-    assert torch.equal(ga[r], x) and all(torch.equal(u, v) for u, v in zip(ga, gb))
-    assert same(ba, bb)
+    g.pool_allreduce_max_bytes, saved = 1 << 20, g.pool_allreduce_max_bytes
+    try:
+        t = torch.ones(n * 4, dtype=torch.float64)    # 8 MiB, above the all_reduce's maximum
+        dist.all_reduce(t)
+    finally:
+        g.pool_allreduce_max_bytes = saved
+    assert (pool.capacity, pool.grows) == (max(cap0, 1 << 22), grows)
+    assert torch.equal(t, torch.full_like(t, size))
     if size < 2:
         return
     cap, grows = pool.capacity, pool.grows
