@@ -27,6 +27,13 @@ naming the problem and sends none of its data, after joining the agreement as a 
 (``_join_failed``); every other rank raises ``mpiar.MismatchError`` naming it, and so does every
 rank when the calls differ between ranks. ``check=False`` on the group skips the agreement.
 
+Staging. Each group keeps a buffer of node-shared memory (``_Pool``, ``mpiar.alloc``) on which
+the C library's allreduce, allgather and reduce-scatter run zero-copy: all_reduce_coalesced and
+the list forms of all_gather and reduce_scatter stage there instead of in tensors made per call,
+and a mid-size all_reduce is copied there and back, at the sizes where that measured faster
+(the group's ``pool_*`` options). The pool grows only on the executor after the ranks agreed on
+the call, so that every rank grows it alike.
+
 The two block collectives are one function each, ``allgather_into`` and ``reduce_scatter_into``
 below (mpiar's allgather and reduce-scatter): every all_gather and reduce_scatter of the backend
 goes through them.
