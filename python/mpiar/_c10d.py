@@ -400,6 +400,7 @@ class _Executor:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._loop, name=self._name,
                                                     daemon=True)
+                    _WORKERS.add(self)
                     self._thread.start()
                 self._cv.notify_all()
                 return
@@ -464,14 +465,23 @@ class _Executor:
             self._idle()
             work._complete(exc)
 
-    def drain(self):
-        """Run everything queued, then stop the worker."""
+    def drain(self, timeout=None):
+        """Run everything queued, then stop the worker (waiting at most ``timeout`` seconds for
+        it, None: until it has stopped)."""
         with self._lock:
             self._closed = True
             self._cv.notify_all()
             t = self._thread
         if t is not None and t is not threading.current_thread():
-            t.join()
+            t.join(timeout)
+        _WORKERS.discard(self)
+
+
+#: Executors whose worker thread was started. The exit handler stops each one even when its
+#: group is gone by then: a daemon worker still inside a torch call (a future's set_result runs
+#: its callbacks with the GIL released) when the interpreter finalizes is ended by Python in a
+#: way C++ frames cannot unwind through, which aborts the process after a clean run.
+_WORKERS = set()
 
 
 _worker = threading.local()
@@ -1331,6 +1341,13 @@ def _drain_all():
             pg._shutdown()
         except Exception:  # noqa: BLE001 - at exit
             pass
+    for ex in list(_WORKERS):
+        ex.drain(_EXIT_JOIN_SECONDS)
+
+
+#: How long the exit handler waits for a worker still running a call (whose own deadline ends
+#: it): past that the process exits without waiting for it.
+_EXIT_JOIN_SECONDS = 60.0
 
 
 __import__("atexit").register(_drain_all)
