@@ -72,6 +72,10 @@ static int with_k(const char *base, int k, const mpiar__algorithm_t **alg) {
  * engine's critical path evaluated rank by rank); segmented, the estimate is a lower bound the
  * simulator stays within 3x of.
  */
+/* The largest p of the sweeps: 1024, or 128 with "quick" (sanitizer builds, several times slower:
+ * the sweeps' shapes, with the cost of p = 1024 left to the normal build). */
+static int pmax = 1024;
+
 static void check_parameterised(void) {
   const mpiar__algorithm_t *alg;
   const char *const radix[] = {"recursive_multiplying", "radix_rabenseifner"};
@@ -82,14 +86,14 @@ static void check_parameterised(void) {
     }
     if (x >= 7) {
       /* radix_rabenseifner sends 2 (p-1)/p n bytes per rank, the lower bound (p = k^L). */
-      for (int p = k; p <= 1024; p *= k) {
+      for (int p = k; p <= pmax; p *= k) {
         const size_t count = (size_t)p * 8, nb = count * 4, opt = 2 * (size_t)(p - 1) * (nb / p);
         mpiar__sim_result_t r = sim(alg, 0, p, count, 0, p % 2, 0, 0);
         EXPECT(r.bytes_sent_max == opt, "%s p=%d sends %zu, optimum %zu", alg->name, p,
                r.bytes_sent_max, opt);
       }
     }
-    for (int p = 2; p <= 1024; p++) {
+    for (int p = 2; p <= pmax; p++) {
       int q = 1;
       while (q < p) {
         q *= k;
@@ -114,7 +118,7 @@ static void check_parameterised(void) {
       if (!with_k(trees[t], k, &alg)) {
         continue;
       }
-      for (int p = 2; p <= 1024; p = p < 40 ? p + 1 : p * 2 + 1) {
+      for (int p = 2; p <= pmax; p = p < 40 ? p + 1 : p * 2 + 1) {
         expect_closed_form(alg, 0, p, 1000, 0, p % 2);
       }
       expect_closed_form(alg, 0, 1024, 1 << 16, 0, 1);
@@ -183,7 +187,10 @@ static void check_names(void) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "quick") == 0) {
+    pmax = 128;
+  }
   check_names();
   check_parameterised();
   const mpiar__algorithm_t *ring = mpiar__algorithm_find("ring");
@@ -192,7 +199,7 @@ int main(void) {
   const mpiar__algorithm_t *rd = mpiar__algorithm_find("recursive_doubling");
 
   /* Powers of two: every algorithm, two sizes (latency- and bandwidth-dominated). */
-  for (int p = 2; p <= 1024; p *= 2) {
+  for (int p = 2; p <= pmax; p *= 2) {
     for (int a = 0; a < mpiar__algorithm_count; a++) {
       const mpiar__algorithm_t *alg = &mpiar__algorithms[a];
       if (alg->flags & MPIAR__ALG_HIERARCHICAL) {
@@ -234,7 +241,7 @@ int main(void) {
   }
 
   /* Bandwidth optimality: every rank sends 2(p-1)/p n bytes (p | count). */
-  for (int p = 1; p <= 1024; p = p < 64 ? p + 1 : p * 2) {
+  for (int p = 1; p <= pmax; p = p < 64 ? p + 1 : p * 2) {
     const size_t count = (size_t)p * 8, n = count * 4;
     const size_t opt = 2 * (size_t)(p - 1) * (n / (size_t)p);
     mpiar__sim_result_t r = sim(ring, 0, p, count, 0, 0, 0, 0);
