@@ -20,7 +20,8 @@
  * A failing case prints the command that replays it alone (the run is a function of its seed):
  *   test_engine_threads one ALG P COUNT SEG INPLACE TAGUB MAXMSG SEED [bcast ROOT | rs | ag]
  *                       [repro] [node RANKS_PER_NODE BYTES]
- * Usage: test_engine_threads matrix [seeds]   the matrix (p = 1..16 and a few up to 64)
+ * Usage: test_engine_threads matrix [seeds [pmax]]   the matrix (p = 1..16 and a few up to 64;
+ *                                                    pmax: only the sizes up to it)
  *        test_engine_threads faults [seeds]   the fault cases
  */
 #include <inttypes.h>
@@ -402,9 +403,12 @@ static void vary(tcase_t *c, uint64_t k) {
   }
 }
 
-static void matrix(int seeds) {
+static void matrix(int seeds, int pmax) {
   int ps[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 33, 64};
   int nps = (int)(sizeof ps / sizeof *ps);
+  while (nps > 1 && ps[nps - 1] > pmax) {
+    nps--;
+  }
   int cases = 0;
   for (int a = 0; a < mpiar__algorithm_count + mpiar__algorithm_variant_count; a++) {
     const mpiar__algorithm_t *alg = a < mpiar__algorithm_count
@@ -523,7 +527,7 @@ static void faults(int seeds) {
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "matrix") == 0) {
-    matrix(argc >= 3 ? atoi(argv[2]) : 3);
+    matrix(argc >= 3 ? atoi(argv[2]) : 3, argc >= 4 ? atoi(argv[3]) : 64);
   } else if (argc >= 2 && strcmp(argv[1], "faults") == 0) {
     faults(argc >= 3 ? atoi(argv[2]) : 3);
   } else if (argc >= 10 && strcmp(argv[1], "one") == 0) {
