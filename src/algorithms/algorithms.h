@@ -30,8 +30,7 @@ typedef int (*mpiar__builder_fn)(mpiar__schedule_t *s);
  * Two levels (a topology with more than one node): messages inside a node keep alpha and beta
  * and the ranks' own ports; a message between nodes occupies its node's one inter-node send port
  * and the destination node's one receive port (full duplex, shared by all ranks of the node) for
- * alpha_inter + bytes * beta_inter. A positional initializer {alpha, beta, gamma} leaves the inter
- * terms 0, which only matters once a topology is given.
+ * alpha_inter + bytes * beta_inter. Inter terms of 0 only matter once a topology is given.
  */
 typedef struct mpiar__cost_params {
   double alpha;       /* seconds per message inside a node */
@@ -39,6 +38,14 @@ typedef struct mpiar__cost_params {
   double gamma;       /* seconds per byte reduced */
   double alpha_inter; /* seconds per message between nodes */
   double beta_inter;  /* seconds per byte between nodes, through the node's shared port */
+  /*
+   * The protocol term (mpiar__cost_msg): an MPI library sends a message of at most eager_bytes
+   * at once and a longer one after a rendezvous handshake, which adds `rendezvous` seconds to
+   * each message longer than eager_bytes inside a node. Both 0: no such term (the closed forms
+   * of the file headers, which the simulator reproduces).
+   */
+  double eager_bytes; /* the longest message sent without a handshake */
+  double rendezvous;  /* seconds added to every message longer than eager_bytes */
 } mpiar__cost_params_t;
 
 /*

@@ -217,7 +217,7 @@ double mpiar__cost_hier_recursive_doubling(int nranks, size_t bytes, size_t elem
     return 0.0;
   }
   const double n = (double)bytes, d = ceil_log2(topo->max_node_size);
-  const mpiar__cost_params_t leaders = {c->alpha_inter, c->beta_inter, c->gamma, 0, 0};
+  const mpiar__cost_params_t leaders = {c->alpha_inter, c->beta_inter, c->gamma, 0, 0, 0, 0};
   return d * (c->alpha + n * c->beta + n * c->gamma) +
          mpiar__cost_recursive_doubling(topo->nnodes, bytes, elem_size, 0, &leaders, NULL) +
          d * (c->alpha + n * c->beta);

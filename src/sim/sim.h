@@ -114,7 +114,7 @@ typedef struct mpiar__sim_config {
 #define MPIAR__SIM_CONFIG_INIT                                                        \
   {                                                                                   \
     NULL, MPIAR__SIM_ALLREDUCE, 1, 0, MPIAR_FLOAT32, MPIAR_SUM, 0, 0, 0, 1, -1, 0, 1, \
-        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10}, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL   \
+        {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0}, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL   \
   }
 
 typedef struct mpiar__sim_result {

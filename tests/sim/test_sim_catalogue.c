@@ -18,8 +18,8 @@
 #include "sim_test.h"
 
 /* Transfer-bound (B gamma < alpha + B beta for the blocks used) and reduction-bound. */
-static const mpiar__cost_params_t port_bound = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
-static const mpiar__cost_params_t reduce_bound = {1e-7, 1e-11, 1e-9, 1e-7, 1e-11};
+static const mpiar__cost_params_t port_bound = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0};
+static const mpiar__cost_params_t reduce_bound = {1e-7, 1e-11, 1e-9, 1e-7, 1e-11, 0, 0};
 
 static mpiar__sim_result_t timing(const mpiar__algorithm_t *alg, int p, size_t count, size_t seg,
                                   int in_place, const mpiar__cost_params_t *c) {
@@ -151,7 +151,7 @@ int main(int argc, char **argv) {
    * segment from p = 4 on, less than the uncoloured order's from p = 5 (7 t at p = 9) and under
    * 0.6 of it from p = 64 (10 t there). */
   {
-    const mpiar__cost_params_t c = {2e-6, 1e-10, 0, 2e-6, 1e-10};
+    const mpiar__cost_params_t c = {2e-6, 1e-10, 0, 2e-6, 1e-10, 0, 0};
     const double t = c.alpha + 4000 * c.beta;
     const int ps[] = {4, 5, 9, 64, 100};
     for (int i = 0; i < (quick ? 3 : 5); i++) {

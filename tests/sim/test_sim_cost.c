@@ -10,7 +10,7 @@
 #include "sim/sim.h"
 #include "sim_test.h"
 
-static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0};
 
 static mpiar__sim_result_t sim(const mpiar__algorithm_t *alg, int bcast, int p, size_t count,
                                size_t seg, int in_place, int root, int data) {

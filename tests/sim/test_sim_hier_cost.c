@@ -22,9 +22,9 @@
  * (reduction-bound), and latency-heavy.
  */
 static const mpiar__cost_params_t regimes[] = {
-    {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10},
-    {1e-6, 1e-10, 1e-9, 1e-7, 1e-11},
-    {2e-6, 1e-10, 5e-11, 2e-5, 8e-11},
+    {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10, 0, 0},
+    {1e-6, 1e-10, 1e-9, 1e-7, 1e-11, 0, 0},
+    {2e-6, 1e-10, 5e-11, 2e-5, 8e-11, 0, 0},
 };
 #define NREGIMES (int)(sizeof regimes / sizeof regimes[0])
 
@@ -417,9 +417,9 @@ static void node_traffic_uneven(void) {
  * chunks stays within 30 % of the simulator.
  */
 static void pipelined(void) {
-  const mpiar__cost_params_t links[] = {{1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10},
-                                        {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 3.2e-10},
-                                        {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-11}};
+  const mpiar__cost_params_t links[] = {{1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10, 0, 0},
+                                        {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 3.2e-10, 0, 0},
+                                        {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-11, 0, 0}};
   const char *names[] = {"hier_ring", "hier_rabenseifner"};
   mpiar__topology_t t;
   if (regular(&t, 8, 4, 1) != MPIAR_SUCCESS) {
@@ -456,7 +456,7 @@ static void pipelined(void) {
 
 /* What the model says the two levels buy, on 8 nodes x 4 ranks at 25 Gb/s between nodes. */
 static void winners(void) {
-  const mpiar__cost_params_t c = {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 1.0 / 3.125e9};
+  const mpiar__cost_params_t c = {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 1.0 / 3.125e9, 0, 0};
   mpiar__topology_t block, rr;
   if (regular(&block, 8, 4, 0) != MPIAR_SUCCESS || regular(&rr, 8, 4, 1) != MPIAR_SUCCESS) {
     failures++;

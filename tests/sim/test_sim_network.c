@@ -15,7 +15,7 @@
 #include "sim_test.h"
 
 /* alpha 1 us, 1 GB/s links, 100 ns per hop; messages of N elements of 4 bytes. */
-static const mpiar__cost_params_t model = {1e-6, 1e-9, 0, 1e-6, 1e-9};
+static const mpiar__cost_params_t model = {1e-6, 1e-9, 0, 1e-6, 1e-9, 0, 0};
 #define HOP 1e-7
 #define N 1000
 #define NB (N * 4.0)

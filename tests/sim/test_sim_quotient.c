@@ -83,8 +83,8 @@ int main(int argc, char **argv) {
   const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
   /* Inter-node links slower than the intra-node ones, and the reverse, so that port contention
    * and both levels show in the times. */
-  const mpiar__cost_params_t costs[2] = {{1e-6, 1e-10, 5e-11, 5e-6, 4e-10},
-                                         {2e-6, 2e-10, 1e-11, 1e-6, 5e-11}};
+  const mpiar__cost_params_t costs[2] = {{1e-6, 1e-10, 5e-11, 5e-6, 4e-10, 0, 0},
+                                         {2e-6, 2e-10, 1e-11, 1e-6, 5e-11, 0, 0}};
   /* nodes x ranks per node; 0 nodes: flat p = ppn. */
   static const int shapes[][2] = {{0, 2},  {0, 3},  {0, 4}, {0, 5}, {0, 8}, {0, 12}, {0, 16},
                                   {0, 64}, {2, 2},  {2, 4}, {4, 2}, {4, 4}, {8, 2},  {2, 8},

@@ -375,7 +375,7 @@ static void mapped(void) {
 
 /* ---- cost: bytes sent and closed forms ---- */
 
-static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0};
 
 static mpiar__sim_result_t timing(const mpiar__algorithm_t *alg, int p, size_t count, size_t seg,
                                   int in_place) {

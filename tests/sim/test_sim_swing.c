@@ -17,7 +17,7 @@
 #include "sim/sim.h"
 #include "sim_test.h"
 
-static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0};
 
 static mpiar__sim_result_t sim(const mpiar__algorithm_t *alg, int p, size_t count, int in_place,
                                int data) {
@@ -64,9 +64,9 @@ static int send_peers(const mpiar__algorithm_t *alg, int p, int r, int *peers, i
  */
 static double two_levels(const mpiar__algorithm_t *alg) {
   static const mpiar__cost_params_t regimes[] = {
-      {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10},
-      {1e-6, 1e-10, 1e-9, 1e-7, 1e-11},
-      {2e-6, 1e-10, 5e-11, 2e-5, 8e-11},
+      {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10, 0, 0},
+      {1e-6, 1e-10, 1e-9, 1e-7, 1e-11, 0, 0},
+      {2e-6, 1e-10, 5e-11, 2e-5, 8e-11, 0, 0},
   };
   const int shapes[][2] = {{3, 2}, {3, 4}, {6, 2}, {2, 6}, {5, 4}, {3, 8}};
   uint64_t rng = 0x853C49E6748FEA9Bull;

@@ -15,7 +15,7 @@
 #include "sim/sim.h"
 #include "sim_test.h"
 
-static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10};
+static const mpiar__cost_params_t model = {2e-6, 1e-10, 5e-11, 2e-6, 1e-10, 0, 0};
 
 static mpiar__sim_result_t run(const char *name, int p, size_t count, int in_place, int data,
                                mpiar_dtype_t dt, mpiar_op_t op, const mpiar__network_t *net) {

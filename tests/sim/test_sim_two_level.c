@@ -18,9 +18,9 @@
 #include "sim_test.h"
 
 static const mpiar__cost_params_t regimes[] = {
-    {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10},
-    {1e-6, 1e-10, 1e-9, 1e-7, 1e-11},
-    {2e-6, 1e-10, 5e-11, 2e-5, 8e-11},
+    {1e-6, 1.0 / 9.4e9, 1.0 / 16e9, 5e-6, 8e-10, 0, 0},
+    {1e-6, 1e-10, 1e-9, 1e-7, 1e-11, 0, 0},
+    {2e-6, 1e-10, 5e-11, 2e-5, 8e-11, 0, 0},
 };
 #define NREGIMES (int)(sizeof regimes / sizeof regimes[0])
 

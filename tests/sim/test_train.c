@@ -74,7 +74,7 @@ static void hand_computed(void) {
   c.backward_factor = 2;
   c.dtype = MPIAR_FLOAT32;
   c.overlap = 1;
-  c.cost = (mpiar__cost_params_t){1e-6, 1e-9, 1e-7, 1e-3, 1e-6};
+  c.cost = (mpiar__cost_params_t){1e-6, 1e-9, 1e-7, 1e-3, 1e-6, 0, 0};
   c.algorithm = mpiar__algorithm_find("recursive_doubling");
   c.max_sim_steps = 1e6;
   check_step("one rank", &c, 18, 0, 0);
