@@ -360,7 +360,10 @@ static int prepare(call_t *c, int blocking, prepared_t *p) {
                                 .count = c->count,
                                 .dtype = c->dtype,
                                 .op = c->op,
-                                .timeout_ms = timeout_ms};
+                                .timeout_ms = timeout_ms,
+                                .across = blocking && c->coll == MPIAR__COLL_ALLREDUCE &&
+                                          !(c->opts.reproducible >= 0 ? c->opts.reproducible
+                                                                      : set->reproducible)};
     if (mpiar__shm_eligible(ctx, &p->sc)) {
       p->ctx = ctx;
       p->r = NULL;

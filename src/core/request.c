@@ -211,6 +211,8 @@ const char *mpiar__check_describe(const uint64_t *acc, int f, int which, char *b
     snprintf(buf, len, "%s",
              v < (uint64_t)mpiar__allgather_algorithm_count ? mpiar__allgather_algorithms[v].name
                                                             : "?");
+  } else if (f == 5 && v == MPIAR__SHM_HIER_ALG) {
+    snprintf(buf, len, "zero-copy across nodes");
   } else if (f == 5 && v <= UINT32_MAX && mpiar__algorithm_at((unsigned)v) != NULL) {
     snprintf(buf, len, "%s", mpiar__algorithm_at((unsigned)v)->name);
   } else if (f == 0) {

@@ -27,6 +27,7 @@
 #include <immintrin.h>
 #endif
 
+#include "algorithms/ring_group.h"
 #include "core/context.h"
 #include "reduce_kernels/kernels.h"
 
@@ -74,8 +75,10 @@ typedef struct mpiar__shm_domain {
   MPI_Comm node;         /* the node's ranks of the communicator */
   int nrank, nsize;
   int whole;           /* every rank of the communicator is on this node */
+  int hier;            /* else: every node holds nsize of its ranks (the hierarchical form) */
   MPI_Win ctl_win;     /* the control blocks */
   shm_ctl_t **ctl;     /* ctl[q]: node rank q's, mapped here */
+  int *ranks;          /* ranks[q]: node rank q's rank in the communicator (for messages) */
   shm_alloc_t **allocs; /* by number (alike on every rank) */
   int nallocs, cap, live;
   uint64_t seq;    /* operations started on the context since the domain was made */
@@ -146,7 +149,7 @@ static int window_wait(mpiar__shm_domain_t *dom, uint64_t s);
 
 int mpiar__shm_note_engine(mpiar__context_t *ctx) {
   mpiar__shm_domain_t *dom = ctx->shm;
-  if (!dom->whole) {
+  if (!dom->whole && !dom->hier) {
     return MPIAR_SUCCESS;
   }
   int rc = window_wait(dom, dom->seq + 1);
@@ -183,7 +186,7 @@ static size_t input_bytes(int coll, size_t count, size_t es, int p) {
 
 int mpiar__shm_eligible(mpiar__context_t *ctx, mpiar__shm_call_t *call) {
   mpiar__shm_domain_t *dom = ctx->shm;
-  if (!dom->whole || call->count == 0) {
+  if (call->count == 0 || !(dom->whole || (dom->hier && call->across))) {
     return 0;
   }
   size_t in_bytes, out_bytes;
@@ -218,6 +221,7 @@ typedef struct shm_op {
   double deadline; /* 0: none */
   unsigned polls;
   int inline_call; /* the input travels in the entry (SHM_INLINE_BYTES) */
+  int hier;        /* the hierarchical allreduce (the communicator spans nodes) */
   int listed;      /* on the domain's list of unfinished nonblocking operations */
   struct shm_op *prev, *after;
   char detail[512]; /* a failed nonblocking operation's, for its wait */
@@ -410,7 +414,7 @@ static int reduce_range(shm_op_t *o, size_t src0, size_t lo, size_t hi, char *co
       xs[q] = o->ins[q] + (src0 + off) * es;
     }
     const char *res = canonical_block(xs, p, n, c->dtype, kop, dom->scratch, stride);
-    if (c->op == MPIAR_AVG && p > 1) {
+    if (c->op == MPIAR_AVG && p > 1 && !o->hier) { /* across nodes the engine divides */
       mpiar__divide((char *)res, res, n, c->dtype, (double)p);
     }
     for (int k = 0; k < ndst; k++) {
@@ -424,6 +428,138 @@ static int reduce_range(shm_op_t *o, size_t src0, size_t lo, size_t hi, char *co
     free(xs);
   }
   return MPIAR_SUCCESS;
+}
+
+/*
+ * The share [*lo, *hi) of an allreduce of @p count elements of @p es bytes that node rank @p me
+ * of @p p owns: the vector cut into p nearly equal parts on 64-byte boundaries of the buffers.
+ * The hierarchical form's inter-node step cuts alike (build_column), from the node map.
+ */
+static void share_of(size_t count, size_t es, int me, int p, size_t *lo, size_t *hi) {
+  size_t unit = es >= 64 ? 1 : 64 / es;
+  size_t units = (count + unit - 1) / unit;
+  *lo = units * (size_t)me / (size_t)p * unit;
+  *hi = units * (size_t)(me + 1) / (size_t)p * unit;
+  *hi = *hi < count ? *hi : count;
+  *lo = *lo < *hi ? *lo : *hi;
+}
+
+/* ---- the hierarchical allreduce (a communicator over several nodes of equal size) ---- */
+
+static int build_column(mpiar__schedule_t *s);
+
+/* The inter-node step's plans: not a registry entry (nothing selects it), a plan key's builder. */
+static const mpiar__algorithm_t column_alg = {
+    .name = "zero-copy column ring",
+    .build = build_column,
+    .summary = "the hierarchical zero-copy allreduce's inter-node step: a ring over the ranks of "
+               "one local index, on their share of the vector, in OUTPUT",
+};
+
+/*
+ * The inter-node step's schedule for this rank: a ring (ring_group.c) over the ranks of its
+ * local index, one per node in node order, on its node's share of the vector (share_of), in
+ * OUTPUT, where the intra-node reduction left this node's partial. Received blocks land in two
+ * scratch blocks, since OUTPUT holds the partial they are reduced with. A rank whose share is
+ * empty has no step (so has every rank of its index: the cut is alike on every node).
+ */
+static int build_column(mpiar__schedule_t *s) {
+  const mpiar__topology_t *t = s->topo;
+  if (t == NULL || t->nnodes < 2) {
+    return mpiar__error(MPIAR_ERR_INTERNAL, "%s: no node map", column_alg.name);
+  }
+  const int node = t->node_of[s->rank], l = t->local_rank[s->rank], n = t->nnodes;
+  size_t lo, hi;
+  share_of(s->count, s->elem_size, l, t->node_size[node], &lo, &hi);
+  if (lo == hi) {
+    return MPIAR_SUCCESS;
+  }
+  const int next = t->node_ranks[t->node_first[(node + 1) % n] + l];
+  const int prev = t->node_ranks[t->node_first[(node + n - 1) % n] + l];
+  mpiar__ring_group_t g = {0};
+  int rc = mpiar__ring_group_init(&g, s, n, node, next, prev, lo, hi - lo, 0, MPIAR__TAG_LIMIT);
+  if (rc == MPIAR_SUCCESS) {
+    g.scratch = 0;
+    s->scratch_elems = 2 * g.maxblk;
+    rc = mpiar__ring_group_rs(&g, -1, 1);
+  }
+  if (rc == MPIAR_SUCCESS) {
+    const long fin = g.red[(node + 1) % n];
+    rc = mpiar__ring_group_ag(&g, &fin, 1, NULL);
+  }
+  mpiar__ring_group_free(&g);
+  return rc;
+}
+
+/*
+ * The inter-node step as an operation of the engine on the communicator's own context: it takes
+ * the next operation number on every rank, as a rank on the MPI path's call does, and always
+ * runs the argument check, whose algorithm field (MPIAR__SHM_HIER_ALG) no MPI-path call has. So
+ * a rank on the MPI path meets it there: if it checks its call too, every rank sees the
+ * difference (MPIAR_ERR_MISMATCH); if not, it finds this operation's check messages among its
+ * unexpected ones (MPIAR_ERR_MISMATCH, breaking the context: COMM_BROKEN on the others).
+ * Deadlines, failure notices and the drain are the engine's.
+ */
+static int column_allreduce(shm_op_t *o) {
+  mpiar__context_t *ctx = o->ctx;
+  const mpiar__shm_call_t *c = &o->call;
+  const size_t es = mpiar_dtype_size(c->dtype);
+  const mpiar__plan_key_t key = {.coll = MPIAR__COLL_ALLREDUCE,
+                                 .count = c->count,
+                                 .elem_size = es,
+                                 .builder = &column_alg,
+                                 .segment_elems = 0,
+                                 .in_place = 1,
+                                 .root = -1};
+  mpiar__plan_t *plan = NULL;
+  mpiar__request_t *r = NULL;
+  int rc = mpiar__plan_get(ctx, &key, column_alg.name, build_column, &plan, NULL);
+  if (rc != MPIAR_SUCCESS || (rc = mpiar__request_new(ctx, plan, &r)) != MPIAR_SUCCESS) {
+    return rc;
+  }
+  r->dtype = c->dtype;
+  r->kop = c->op == MPIAR_AVG ? MPIAR_SUM : c->op;
+  r->average = c->op == MPIAR_AVG; /* the ring's final reductions divide by every rank */
+  r->in = c->out;
+  r->out = c->out;
+  r->base[MPIAR__BUF_INPUT] = (char *)c->out;
+  r->base[MPIAR__BUF_OUTPUT] = (char *)c->out;
+  r->base[MPIAR__BUF_SCRATCH] = (char *)r->scratch;
+  r->timeout_ms = c->timeout_ms;
+  r->check = 1;
+  const uint64_t sig[8] = {MPIAR__COLL_ALLREDUCE, c->count, es, (uint64_t)c->dtype,
+                           (uint64_t)c->op, MPIAR__SHM_HIER_ALG, 0, UINT64_MAX};
+  memcpy(r->signature, sig, sizeof sig);
+  ctx->refs++;
+  rc = mpiar__request_start(r);
+  if (rc == MPIAR_SUCCESS) {
+    rc = mpiar__wait_result(r);
+  }
+  mpiar__request_release(r);
+  mpiar__context_unref(ctx);
+  return rc;
+}
+
+/*
+ * The hierarchical allreduce's work on this rank (node rank me of p, owning [lo, hi)): the
+ * canonical reduction of the node's p inputs over its share into its own receive buffer (a sum
+ * for avg), the inter-node allreduce of that share (column_allreduce), then the share copied into
+ * every other node rank's receive buffer (non-temporal stores when @p stream).
+ */
+static int hier_work(shm_op_t *o, size_t lo, size_t hi, int stream) {
+  mpiar__shm_domain_t *dom = o->dom;
+  const int p = dom->nsize, me = dom->nrank;
+  const size_t es = mpiar_dtype_size(o->call.dtype);
+  int rc = reduce_range(o, 0, lo, hi, &o->outs[me], 1, 0);
+  if (rc == MPIAR_SUCCESS) {
+    rc = column_allreduce(o);
+  }
+  for (int q = 0; rc == MPIAR_SUCCESS && q < p; q++) {
+    if (q != me && lo < hi) {
+      put(o->outs[q] + lo * es, o->outs[me] + lo * es, (hi - lo) * es, stream);
+    }
+  }
+  return rc;
 }
 
 /*
@@ -442,13 +578,10 @@ static int do_work(shm_op_t *o) {
   int stream = 0, rc = MPIAR_SUCCESS;
   switch (c->coll) {
     case MPIAR__COLL_ALLREDUCE: {
-      size_t unit = es >= 64 ? 1 : 64 / es; /* shares start on cache lines of the buffers */
-      size_t units = (c->count + unit - 1) / unit;
-      size_t lo = units * (size_t)me / (size_t)p * unit;
-      size_t hi = units * (size_t)(me + 1) / (size_t)p * unit;
-      hi = hi < c->count ? hi : c->count;
+      size_t lo, hi;
+      share_of(c->count, es, me, p, &lo, &hi);
       stream = lo < hi && (hi - lo) * es * (size_t)p >= SHM_STREAM_BYTES;
-      rc = reduce_range(o, 0, lo, hi, o->outs, p, stream);
+      rc = o->hier ? hier_work(o, lo, hi, stream) : reduce_range(o, 0, lo, hi, o->outs, p, stream);
       break;
     }
     case MPIAR__COLL_REDUCE_SCATTER: {
@@ -504,8 +637,8 @@ static int check_args(shm_op_t *o) {
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "zero-copy operation %llu: rank %d runs %s (root %d) but rank %d runs "
                           "%s (root %d)",
-                          (unsigned long long)o->seq, q, coll_name(e->coll), (int)e->root,
-                          dom->nrank, coll_name(c->coll), c->root);
+                          (unsigned long long)o->seq, dom->ranks[q], coll_name(e->coll),
+                          (int)e->root, dom->ranks[dom->nrank], coll_name(c->coll), c->root);
     }
     if (e->count != c->count || e->dtype != (int32_t)c->dtype || e->op != (int32_t)c->op) {
       const char *what = e->count != c->count ? "count" : e->dtype != (int32_t)c->dtype ? "datatype"
@@ -513,13 +646,14 @@ static int check_args(shm_op_t *o) {
       return mpiar__error(MPIAR_ERR_MISMATCH,
                           "zero-copy %s %llu: the %s differs between rank %d (count %llu, %s, %s) "
                           "and rank %d (count %zu, %s, %s)",
-                          coll_name(c->coll), (unsigned long long)o->seq, what, q,
+                          coll_name(c->coll), (unsigned long long)o->seq, what, dom->ranks[q],
                           (unsigned long long)e->count,
                           mpiar_dtype_name((mpiar_dtype_t)e->dtype)
                               ? mpiar_dtype_name((mpiar_dtype_t)e->dtype)
                               : "?",
                           mpiar_op_name((mpiar_op_t)e->op) ? mpiar_op_name((mpiar_op_t)e->op) : "?",
-                          dom->nrank, c->count, mpiar_dtype_name(c->dtype), mpiar_op_name(c->op));
+                          dom->ranks[dom->nrank], c->count, mpiar_dtype_name(c->dtype),
+                          mpiar_op_name(c->op));
     }
   }
   return MPIAR_SUCCESS;
@@ -543,7 +677,7 @@ static int map_buffers(shm_op_t *o) {
         return mpiar__error(MPIAR_ERR_MISMATCH,
                             "zero-copy %s %llu: rank %d's buffer (allocation %d, offset %llu, %zu "
                             "bytes) is not in memory this rank maps",
-                            coll_name(c->coll), (unsigned long long)o->seq, q, ids[k],
+                            coll_name(c->coll), (unsigned long long)o->seq, dom->ranks[q], ids[k],
                             (unsigned long long)offs[k], bytes[k]);
       }
       where[k] = al->base[q] + offs[k];
@@ -626,13 +760,13 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
       }
       if ((st & 3) == PATH_FAILED && (st >> 2) == o->seq) {
         mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy %s %llu failed on rank %d", name,
-                     (unsigned long long)o->seq, o->next);
+                     (unsigned long long)o->seq, dom->ranks[o->next]);
         return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
       }
       mpiar__error(MPIAR_ERR_MISMATCH,
                    "%s %llu runs on the zero-copy path on rank %d but on %s on rank %d", name,
-                   (unsigned long long)o->seq, dom->nrank,
-                   (st >> 2) == o->seq ? path_name(st) : "a later operation", o->next);
+                   (unsigned long long)o->seq, dom->ranks[dom->nrank],
+                   (st >> 2) == o->seq ? path_name(st) : "a later operation", dom->ranks[o->next]);
       return op_fail(o, MPIAR_ERR_MISMATCH, inside);
     }
     if (o->next < p) {
@@ -671,7 +805,7 @@ static int op_advance(shm_op_t *o, int inside, int *done) {
       uint64_t st = load_acq(&dom->ctl[o->next]->e[o->slot].state);
       if (st == (o->seq << 2 | PATH_FAILED)) {
         mpiar__error(MPIAR_ERR_COMM_BROKEN, "zero-copy %s %llu failed on rank %d", name,
-                     (unsigned long long)o->seq, o->next);
+                     (unsigned long long)o->seq, dom->ranks[o->next]);
         return op_fail(o, MPIAR_ERR_COMM_BROKEN, inside);
       }
       break;
@@ -693,7 +827,7 @@ pending:
   if ((++o->polls & 63) == 0) {
     if (o->deadline > 0 && MPI_Wtime() > o->deadline) {
       mpiar__error(MPIAR_ERR_TIMEOUT, "zero-copy %s %llu: rank %d %s within %ld ms", name,
-                   (unsigned long long)o->seq, o->next,
+                   (unsigned long long)o->seq, dom->ranks[o->next],
                    o->phase == PHASE_ARRIVE ? "did not arrive" : "did not finish its share",
                    o->call.timeout_ms);
       return op_fail(o, MPIAR_ERR_TIMEOUT, inside);
@@ -760,7 +894,9 @@ static int op_start(shm_op_t *o, mpiar__context_t *ctx, const mpiar__shm_call_t 
   e->out_id = call->out_id;
   e->out_off = call->out_off;
   size_t es = mpiar_dtype_size(call->dtype), n = call->count * es;
-  o->inline_call = input_bytes(call->coll, call->count, es, dom->nsize) <= SHM_INLINE_BYTES;
+  o->hier = !dom->whole;
+  o->inline_call =
+      !o->hier && input_bytes(call->coll, call->count, es, dom->nsize) <= SHM_INLINE_BYTES;
   if (o->inline_call) {
     const char *src = call->in != NULL ? call->in : call->out;
     if (call->coll == MPIAR__COLL_ALLGATHER && call->in == NULL) {
@@ -955,6 +1091,7 @@ static void domain_free(mpiar__shm_domain_t *dom) {
     MPI_Comm_free(&dom->node);
   }
   free(dom->ctl);
+  free(dom->ranks);
   free(dom->allocs);
   free(dom->scratch);
   free(dom);
@@ -989,7 +1126,14 @@ static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
   }
   if (err == MPI_SUCCESS) {
     dom->ctl = calloc((size_t)dom->nsize, sizeof *dom->ctl);
-    err = dom->ctl == NULL ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    dom->ranks = calloc((size_t)dom->nsize, sizeof *dom->ranks);
+    err = dom->ctl == NULL || dom->ranks == NULL ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+  }
+  /* The node's communicator lists the node's ranks in rank order (the split's key). */
+  for (int r = 0, q = 0; err == MPI_SUCCESS && r < ctx->eng.size && q < dom->nsize; r++) {
+    if (ctx->node_of == NULL || ctx->node_of[r] == color) {
+      dom->ranks[q++] = r;
+    }
   }
   for (int q = 0; err == MPI_SUCCESS && q < dom->nsize; q++) {
     MPI_Aint size = 0;
@@ -1014,6 +1158,12 @@ static int domain_get(mpiar__context_t *ctx, mpiar__shm_domain_t **out) {
                         err);
   }
   dom->whole = ctx->nnodes <= 1; /* 0 on a one-rank communicator (no node map) */
+  /* The hierarchical form needs the node map (MPIAR_TOPOLOGY=flat has none) and equal nodes:
+   * local rank l of every node then owns the same share of the vector. */
+  dom->hier = !dom->whole && ctx->has_topo && ctx->topo.nnodes >= 2;
+  for (int i = 0; dom->hier && i < ctx->topo.nnodes; i++) {
+    dom->hier = ctx->topo.node_size[i] == dom->nsize;
+  }
   dom->ctx = ctx;
   ctx->refs++;
   ctx->shm = dom;

@@ -14,6 +14,7 @@
 #define MPIAR_SHM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mpiar.h"
 
@@ -30,6 +31,8 @@ typedef struct mpiar__shm_call {
   mpiar_dtype_t dtype;
   mpiar_op_t op; /* MPIAR_SUM where the collective does not reduce */
   long timeout_ms; /* 0: none */
+  int across; /* the caller allows the path across nodes: a blocking allreduce outside
+                 reproducible mode (docs/shm.md) */
   /* Set by mpiar__shm_eligible(): where the buffers lie (allocation number, offset). */
   int in_id, out_id;
   size_t in_off, out_off;
@@ -40,11 +43,16 @@ extern int mpiar__shm_live;
 
 /*
  * Does the collective of @p call on @p ctx (inside it; ctx->shm set) take the zero-copy path on
- * this rank? 1 when every rank of the communicator is on this node and the receive buffer (and
- * the send buffer, unless in place) lies in mpiar_alloc memory of this communicator, each over
- * the bytes the collective reads or writes there.
+ * this rank? 1 when the receive buffer (and the send buffer, unless in place) lies in mpiar_alloc
+ * memory of this communicator, each over the bytes the collective reads or writes there, and
+ * either every rank of the communicator is on this node, or @p call allows the path across nodes
+ * (call->across) and every node holds the same number of its ranks (the hierarchical form).
  */
 int mpiar__shm_eligible(struct mpiar__context *ctx, mpiar__shm_call_t *call);
+
+/* The argument check's algorithm field of the hierarchical form's inter-node step (no registry
+ * number is this large): a rank on the MPI path that checks its call differs in it. */
+#define MPIAR__SHM_HIER_ALG ((uint64_t)1 << 40)
 
 /* Run the zero-copy collective, blocking (inside the context). */
 int mpiar__shm_run(struct mpiar__context *ctx, const mpiar__shm_call_t *call);

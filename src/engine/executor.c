@@ -690,9 +690,11 @@ static void check_strays(mpiar__engine_t *e) {
     memmove(&e->held[i], &e->held[i + 1], (size_t)(e->nheld - i - 1) * sizeof *e->held);
     e->nheld--;
     int rc = mpiar__error(MPIAR_ERR_MISMATCH,
-                          "rank %d: the ranks differ in MPIAR_CHECK (or the options' check): rank "
-                          "%d runs the argument check for operation %u on this communicator and "
-                          "rank %d runs %s without it; set it alike on every rank",
+                          "rank %d: the ranks differ in MPIAR_CHECK (or the options' check, or "
+                          "in the path: a call on mpiar_alloc buffers across nodes always "
+                          "checks): rank %d runs the argument check for operation %u on this "
+                          "communicator and rank %d runs %s without it; set it alike on every "
+                          "rank",
                           e->rank, source, seq, e->rank,
                           seq == r->seq ? "that operation" : "a later one");
     fail_and_break(r, rc);
