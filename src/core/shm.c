@@ -525,7 +525,12 @@ static int column_allreduce(shm_op_t *o) {
   r->base[MPIAR__BUF_INPUT] = (char *)c->out;
   r->base[MPIAR__BUF_OUTPUT] = (char *)c->out;
   r->base[MPIAR__BUF_SCRATCH] = (char *)r->scratch;
+  /* The call's deadline bounds the whole call: the engine's step gets what is left of it. */
   r->timeout_ms = c->timeout_ms;
+  if (o->deadline > 0) {
+    double left_ms = (o->deadline - MPI_Wtime()) * 1e3;
+    r->timeout_ms = left_ms < 1 ? 1 : (long)left_ms;
+  }
   r->check = 1;
   const uint64_t sig[8] = {MPIAR__COLL_ALLREDUCE, c->count, es, (uint64_t)c->dtype,
                            (uint64_t)c->op, MPIAR__SHM_HIER_ALG, 0, UINT64_MAX};

@@ -10,7 +10,8 @@
  *   - reproducible mode and nonblocking calls take the MPI path: the bits equal the MPI path's on
  *     ordinary buffers;
  *   - mismatched paths (one rank, or a whole node, on ordinary buffers; with and without the
- *     argument check) end in an error on every rank, with a deadline only as a safety net.
+ *     argument check) end in an error on every rank, with a deadline only as a safety net;
+ *   - a rank late past the others' deadline: an error on every rank.
  */
 #include <stdint.h>
 #include <string.h>
@@ -215,6 +216,33 @@ static void mismatch_case(const char *what, int ordinary, int check) {
   free(plain);
 }
 
+/* The last rank arrives 0.8 s late against a 300 ms deadline: the others fail (the deadline, or
+ * the notice of a rank that reached it), the late rank finds the failure when it arrives. */
+static void late_case(void) {
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  const size_t n = 5000;
+  float *buf = NULL;
+  MT_RC(MPIAR_SUCCESS, mpiar_alloc(comm, n * sizeof(float), (void **)&buf));
+  fill_small(buf, n, MPIAR_FLOAT32, rank);
+  mpiar_options_t opts = MPIAR_OPTIONS_INIT;
+  opts.timeout_ms = 300;
+  if (rank == size - 1) {
+    double until = MPI_Wtime() + 0.8;
+    while (MPI_Wtime() < until) {
+    }
+  }
+  int rc = mpiar_allreduce_ex(MPIAR_IN_PLACE, buf, n, MPIAR_FLOAT32, MPIAR_SUM, comm, &opts);
+  MT_CHECK(rank == size - 1 ? rc == MPIAR_ERR_COMM_BROKEN
+                            : rc == MPIAR_ERR_TIMEOUT || rc == MPIAR_ERR_COMM_BROKEN,
+           "late rank: %s (%s)", mpiar_err_name(rc), mpiar_last_error());
+  if (rank == 0 || rank == size - 1) {
+    printf("a late rank: rank %d: %s: %s\n", rank, mpiar_err_name(rc), mpiar_last_error());
+  }
+  MT_RC(MPIAR_SUCCESS, mpiar_free(buf));
+  MPI_Comm_free(&comm);
+}
+
 int main(int argc, char **argv) {
   mt_init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -245,6 +273,7 @@ int main(int argc, char **argv) {
   int last_node = node_of[size - 1];
   mismatch_case("the last node on ordinary buffers", node_of[rank] == last_node, 0);
   mismatch_case("the last node on ordinary buffers, checked", node_of[rank] == last_node, 1);
+  late_case();
   free(node_of);
   return mt_finish("test_shm_hier");
 }
