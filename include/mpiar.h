@@ -316,7 +316,9 @@ int mpiar_select_comm(MPI_Comm comm, size_t count, mpiar_dtype_t dtype, const ch
  * An allreduce on @p comm whose buffers (receive, and send unless in place) lie in such memory of
  * @p comm on every rank, with all ranks of @p comm on one node, runs zero-copy: each rank reduces
  * its share straight from every rank's buffers and writes the result into every rank's receive
- * buffer, with flags in shared memory instead of messages (docs/shm.md). Such a call must take
+ * buffer, with flags in shared memory instead of messages (docs/shm.md). Across nodes holding
+ * the same number of ranks each, a blocking allreduce on such buffers (outside reproducible mode)
+ * runs zero-copy inside each node and over MPI between them. Such a call must take
  * that path on every rank or on none: a rank whose buffers are ordinary memory (or a persistent
  * request) while another's are shared fails the call on every rank (MPIAR_ERR_MISMATCH, the
  * others MPIAR_ERR_COMM_BROKEN). The memory is 64-byte aligned; @p bytes may be 0 and may differ
