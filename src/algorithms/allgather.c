@@ -226,8 +226,9 @@ double mpiar__cost_ag_ring(int nranks, size_t bytes, size_t elem_size, size_t se
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t k = mpiar__cost_link(c, topo);
   const double p = nranks;
+  const mpiar__cost_params_t l = mpiar__cost_at(&k, (double)bytes / p); /* blocks */
   return (p - 1) * (l.alpha + (double)bytes / p * l.beta);
 }
 
@@ -243,8 +244,12 @@ double mpiar__cost_ag_recursive_doubling(int nranks, size_t bytes, size_t elem_s
   const int pof2 = mpiar__pof2_floor(nranks);
   const double p = nranks, n = (double)bytes;
   double t = mpiar__log2i(pof2) * l.alpha + (p - 1) / p * n * l.beta;
+  for (int j = 0; j < mpiar__log2i(pof2); j++) {
+    t += mpiar__cost_handshake(&l, n / p * (double)(1 << j)); /* the doubling's messages */
+  }
   if (pof2 != nranks) {
     t += 3 * l.alpha + n / p * l.beta + (p - 1) / p * n * l.beta;
+    t += 2 * mpiar__cost_handshake(&l, n / p) + mpiar__cost_handshake(&l, (p - 1) / p * n);
   }
   return t;
 }
@@ -262,7 +267,11 @@ double mpiar__cost_ag_bruck(int nranks, size_t bytes, size_t elem_size, size_t s
     stages++;
   }
   const double p = nranks, n = (double)bytes;
-  return stages * l.alpha + (p - 1) / p * n * l.beta + (p + 1) / p * n * l.gamma;
+  double h = 0.0; /* stage j sends min(2^j, p - 2^j) blocks */
+  for (int d = 1; d < nranks; d *= 2) {
+    h += mpiar__cost_handshake(&l, (d < nranks - d ? d : nranks - d) * n / p);
+  }
+  return stages * l.alpha + (p - 1) / p * n * l.beta + (p + 1) / p * n * l.gamma + h;
 }
 
 double mpiar__cost_ag_direct(int nranks, size_t bytes, size_t elem_size, size_t segment_bytes,

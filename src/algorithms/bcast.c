@@ -129,7 +129,8 @@ double mpiar__cost_bcast_binomial(int nranks, size_t bytes, size_t elem_size, si
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t k = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t l = mpiar__cost_at(&k, (double)bytes); /* the whole vector */
   return mpiar__log2i(ceil_pof2(nranks)) * (l.alpha + (double)bytes * l.beta);
 }
 
@@ -143,6 +144,11 @@ double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem
   }
   const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, n = (double)bytes;
+  /* Handshakes: the scatter's halves n/2, n/4, .. and the allgather's p - 1 blocks. */
+  double h = (p - 1) * mpiar__cost_handshake(&l, n / p);
+  for (int j = 1; j <= mpiar__log2i(ceil_pof2(nranks)); j++) {
+    h += mpiar__cost_handshake(&l, n / (double)(1 << j));
+  }
   return mpiar__log2i(ceil_pof2(nranks)) * l.alpha + (p - 1) / p * n * l.beta +
-         (p - 1) * (l.alpha + n / p * l.beta);
+         (p - 1) * (l.alpha + n / p * l.beta) + h;
 }

@@ -1,11 +1,22 @@
 /*
- * Two-level cost helpers: which level a one-level formula applies to, and the load of one round
- * of a pattern on the node ports, for the flat algorithms' estimates on a topology.
+ * Cost helpers: the protocol term of a message (the eager limit and the rendezvous handshake
+ * beyond it), which level a one-level formula applies to, and the load of one round of a pattern
+ * on the node ports, for the flat algorithms' estimates on a topology.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "algorithms/util.h"
+
+double mpiar__cost_handshake(const mpiar__cost_params_t *c, double bytes) {
+  return bytes > c->eager_bytes ? c->rendezvous : 0.0;
+}
+
+mpiar__cost_params_t mpiar__cost_at(const mpiar__cost_params_t *c, double bytes) {
+  mpiar__cost_params_t l = *c;
+  l.alpha += mpiar__cost_handshake(c, bytes);
+  return l;
+}
 
 int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
                           mpiar__cost_params_t *link) {
@@ -16,6 +27,7 @@ int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_param
   if (topo->max_node_size == 1) {
     link->alpha = c->alpha_inter;
     link->beta = c->beta_inter;
+    link->rendezvous = 0.0;
     return 1;
   }
   return 0;
@@ -61,7 +73,8 @@ void mpiar__round_load(const mpiar__topology_t *topo, mpiar__peer_fn peer, const
 
 double mpiar__round_time(const mpiar__round_load_t *load, const mpiar__cost_params_t *c,
                          double bytes) {
-  const double intra = load->intra ? c->alpha + bytes * c->beta : 0.0;
+  const double intra =
+      load->intra ? c->alpha + bytes * c->beta + mpiar__cost_handshake(c, bytes) : 0.0;
   const double inter = load->port * (c->alpha_inter + bytes * c->beta_inter);
   return intra > inter ? intra : inter;
 }
@@ -112,7 +125,7 @@ double mpiar__tally_time(const mpiar__tally_t *t, const mpiar__cost_params_t *c,
   for (int i = 0; i < 2 * t->topo->nnodes; i++) {
     port = node[i] > port ? node[i] : port;
   }
-  const double intra = own * (c->alpha + bytes * c->beta);
+  const double intra = own * (c->alpha + bytes * c->beta + mpiar__cost_handshake(c, bytes));
   const double inter = port * (c->alpha_inter + bytes * c->beta_inter);
   return intra > inter ? intra : inter;
 }

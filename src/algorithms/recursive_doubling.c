@@ -128,6 +128,7 @@ double mpiar__cost_recursive_doubling(int nranks, size_t bytes, size_t elem_size
   const double n = (double)bytes;
   mpiar__cost_params_t link;
   if (mpiar__cost_one_level(topo, c, &link)) {
+    link = mpiar__cost_at(&link, n); /* every message carries the whole vector */
     const double step = link.alpha + n * link.beta + n * link.gamma;
     double t = mpiar__log2i(pof2) * step;
     if (pof2 != nranks) {

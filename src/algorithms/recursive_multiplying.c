@@ -158,6 +158,7 @@ double mpiar__cost_recursive_multiplying_k(int k, int nranks, size_t bytes, size
   mpiar__radix_groups(nranks, 0, k, &g);
   const double n = (double)bytes;
   if (mpiar__cost_one_level(topo, c, &l)) {
+    l = mpiar__cost_at(&l, n); /* every message carries the whole vector */
     const double msg = l.alpha + n * l.beta;
     return g.L * (g.k - 1) * (msg + n * l.gamma) + mpiar__radix_collapse_cost(nranks, g.pp, n, &l);
   }

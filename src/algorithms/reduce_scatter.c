@@ -270,8 +270,9 @@ double mpiar__cost_rs_ring(int nranks, size_t bytes, size_t elem_size, size_t se
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t k = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
+  const mpiar__cost_params_t l = mpiar__cost_at(&k, blk); /* every message is a block */
   return (p - 1) * (l.alpha + blk * (l.beta + l.gamma));
 }
 
@@ -288,8 +289,12 @@ double mpiar__cost_rs_recursive_halving(int nranks, size_t bytes, size_t elem_si
   const double p = nranks, n = (double)bytes, pp = pof2;
   /* Over p' virtual ranks the halves are n (p'-1)/p' at most when the blocks spread evenly. */
   double t = mpiar__log2i(pof2) * l.alpha + (pp - 1) / pp * n * (l.beta + l.gamma);
+  for (double half = n / 2; half >= n / pp; half /= 2) {
+    t += mpiar__cost_handshake(&l, half); /* the halves' handshakes */
+  }
   if (pof2 != nranks) {
     t += 2 * l.alpha + n * (l.beta + l.gamma) + n / p * l.beta;
+    t += mpiar__cost_handshake(&l, n) + mpiar__cost_handshake(&l, n / p);
   }
   return t;
 }
@@ -301,8 +306,9 @@ double mpiar__cost_rs_direct(int nranks, size_t bytes, size_t elem_size, size_t 
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t k = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
+  const mpiar__cost_params_t l = mpiar__cost_at(&k, blk); /* every message is a block */
   return (p - 1) * (l.alpha + blk * l.beta) + blk * l.gamma;
 }
 
@@ -313,7 +319,8 @@ double mpiar__cost_rs_repro_direct(int nranks, size_t bytes, size_t elem_size, s
   if (nranks <= 1 || bytes == 0) {
     return 0.0;
   }
-  const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
+  const mpiar__cost_params_t k = mpiar__cost_link(c, topo);
   const double p = nranks, blk = (double)bytes / p;
+  const mpiar__cost_params_t l = mpiar__cost_at(&k, blk); /* every message is a block */
   return (p - 1) * (l.alpha + blk * l.beta) + mpiar__log2i(nranks) * blk * l.gamma;
 }

@@ -337,10 +337,11 @@ double mpiar__cost_repro_direct(int nranks, size_t bytes, size_t elem_size, size
   }
   mpiar__cost_params_t link; /* two levels: the slower level for every message, an upper bound */
   mpiar__cost_slow_link(topo, cost, &link);
-  const mpiar__cost_params_t *c = &link;
   const double p = nranks, blk = (double)bytes / p;
   const double d = mpiar__log2i(nranks); /* ceil(log2 p): the depth of the canonical tree */
   const double m = segment_bytes ? ceil(blk / (double)segment_bytes) : 1.0;
+  link = mpiar__cost_at(&link, m < 2 ? blk : blk / m); /* blocks, or segments: one size */
+  const mpiar__cost_params_t *c = &link;
   if (m < 2) {
     return 2 * (p - 1) * (c->alpha + blk * c->beta) + d * blk * c->gamma;
   }

@@ -203,9 +203,12 @@ cleanup:
 
 /* The one-level formulas of the header over the link `l` (alpha, beta) and gamma. */
 static double ring_time(int nranks, size_t bytes, size_t segment_bytes,
-                        const mpiar__cost_params_t *c) {
+                        const mpiar__cost_params_t *link) {
   const double p = nranks, blk = (double)bytes / p;
   const double m = segment_bytes ? ceil(blk / (double)segment_bytes) : 1.0;
+  /* Every message is a block, or a segment of one: all of one size. */
+  const mpiar__cost_params_t sized = mpiar__cost_at(link, m < 2 ? blk : blk / m);
+  const mpiar__cost_params_t *c = &sized;
   const double plain =
       2 * (p - 1) * c->alpha + 2 * (p - 1) * blk * c->beta + (p - 1) * blk * c->gamma;
   if (m < 2) {

@@ -126,7 +126,8 @@ cleanup:
 /* The one-level formula of the header: a ring on C ranks over n bytes plus one on R over n/C. */
 static double ring_part(int m, double bytes, const mpiar__cost_params_t *c) {
   const double blk = bytes / m;
-  return 2 * (m - 1) * (c->alpha + blk * c->beta) + (m - 1) * blk * c->gamma;
+  return 2 * (m - 1) * (c->alpha + mpiar__cost_handshake(c, blk) + blk * c->beta) +
+         (m - 1) * blk * c->gamma;
 }
 
 typedef struct grid_arg {

@@ -48,8 +48,21 @@ static inline mpiar__operand_t mpiar__own(const mpiar__schedule_t *s, size_t off
  */
 
 /*
+ * The protocol term of one message of @p bytes inside a node: c->rendezvous when it is longer
+ * than c->eager_bytes (the handshake of a rendezvous), else 0.
+ */
+double mpiar__cost_handshake(const mpiar__cost_params_t *c, double bytes);
+
+/*
+ * @p c for messages of @p bytes each: alpha carries their handshake, so that a formula over
+ * messages of one size charges it once per message.
+ */
+mpiar__cost_params_t mpiar__cost_at(const mpiar__cost_params_t *c, double bytes);
+
+/*
  * 1 when every message on @p topo stays on one level, with that level's alpha and beta in
- * @p link (NULL or one node: inside a node; one rank per node: between nodes; gamma copied);
+ * @p link (NULL or one node: inside a node; one rank per node: between nodes, without the
+ * protocol term, which the parameters give for messages inside a node; gamma copied);
  * 0 for a real two-level topology.
  */
 int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
