@@ -31,7 +31,7 @@
 #define MPIAR__NODE_SLOT_BYTES ((size_t)4096)
 
 /* Messages of at most this many bytes take the rings where the library sets them up (auto): the
- * sizes at which the rings were measured faster than MPI's own path, with MPICH
+ * sizes at which the rings were measured faster than MPI's own path, with MPICH and with Open MPI
  * (docs/performance.md, "The node transport"). */
 #define MPIAR__NODE_THRESHOLD ((size_t)4096)
 
