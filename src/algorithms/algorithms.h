@@ -39,10 +39,10 @@ typedef struct mpiar__cost_params {
   double alpha_inter; /* seconds per message between nodes */
   double beta_inter;  /* seconds per byte between nodes, through the node's shared port */
   /*
-   * The protocol term (mpiar__cost_msg): an MPI library sends a message of at most eager_bytes
-   * at once and a longer one after a rendezvous handshake, which adds `rendezvous` seconds to
-   * each message longer than eager_bytes inside a node. Both 0: no such term (the closed forms
-   * of the file headers, which the simulator reproduces).
+   * The protocol term (mpiar__cost_handshake, cost.c): an MPI library sends a message of at
+   * most eager_bytes at once and a longer one after a rendezvous handshake, which adds
+   * `rendezvous` seconds to each message longer than eager_bytes inside a node. Both 0: no such
+   * term (the closed forms of the file headers, which the simulator reproduces).
    */
   double eager_bytes; /* the longest message sent without a handshake */
   double rendezvous;  /* seconds added to every message longer than eager_bytes */
