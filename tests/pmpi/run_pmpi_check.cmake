@@ -7,6 +7,7 @@
 # WORKDIR, MODE, ARGS (list, program arguments).
 #
 # MODE: compare      plain run vs preloaded run: identical lines, statistics as expected
+#       compare-plain as compare without statistics (the interposer's path without them)
 #       passthrough  as compare with MPIAR_PMPI=0: every call is a "disabled" fallback
 #       malformed    as passthrough with MPIAR_PMPI=maybe, which must also print one warning
 #       linked       plain run vs LINKED_EXE (the interposer linked before MPI)
@@ -166,7 +167,7 @@ function(require_silent name)
 endfunction()
 
 set(preload "LD_PRELOAD=${LIB}")
-if(MODE MATCHES "^(compare|threads|passthrough|malformed)$")
+if(MODE MATCHES "^(compare|compare-plain|threads|passthrough|malformed)$")
   run(plain "${EXE}" ARGS ${ARGS} --out plain.txt)
   require_success(plain)
   # float16 cases run only where mpiar runs them (MPI itself may not reduce that type).
@@ -182,7 +183,11 @@ if(MODE MATCHES "^(compare|threads|passthrough|malformed)$")
     set(f16 "")
     set(passthrough TRUE)
   endif()
-  run(preloaded "${EXE}" ENV ${preload} "MPIAR_PMPI_STATS=${WORKDIR}/stats.txt" ${extra}
+  set(stats "MPIAR_PMPI_STATS=${WORKDIR}/stats.txt")
+  if(MODE STREQUAL "compare-plain")
+    set(stats "MPIAR_PMPI_STATS=0")
+  endif()
+  run(preloaded "${EXE}" ENV ${preload} "${stats}" ${extra}
       ARGS ${ARGS} ${f16} --out preloaded.txt --expect expect.txt)
   require_success(preloaded)
   if(MODE STREQUAL "malformed")
@@ -198,7 +203,9 @@ if(MODE MATCHES "^(compare|threads|passthrough|malformed)$")
     require_silent(preloaded)
   endif()
   compare_outputs(plain.txt preloaded.txt)
-  check_stats(${passthrough})
+  if(NOT MODE STREQUAL "compare-plain")
+    check_stats(${passthrough})
+  endif()
 elseif(MODE STREQUAL "linked")
   run(plain "${EXE}" ARGS ${ARGS} --out plain.txt)
   require_success(plain)
