@@ -41,8 +41,9 @@ typedef struct mpiar__cost_params {
   /*
    * The protocol term (mpiar__cost_handshake, cost.c): an MPI library sends a message of at
    * most eager_bytes at once and a longer one after a rendezvous handshake, which adds
-   * `rendezvous` seconds to each message longer than eager_bytes inside a node. Both 0: no such
-   * term (the closed forms of the file headers, which the simulator reproduces).
+   * `rendezvous` seconds to each message longer than eager_bytes, on one node (no topology, or
+   * one node; the two-level estimates leave it out). Both 0: no such term (the closed forms of
+   * the file headers, which the simulator reproduces).
    */
   double eager_bytes; /* the longest message sent without a handshake */
   double rendezvous;  /* seconds added to every message longer than eager_bytes */

@@ -24,10 +24,11 @@ int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_param
   if (topo == NULL || topo->nnodes == 1) {
     return 1;
   }
+  /* The protocol term was measured on one node; across nodes neither level's estimate has it. */
+  link->rendezvous = 0.0;
   if (topo->max_node_size == 1) {
     link->alpha = c->alpha_inter;
     link->beta = c->beta_inter;
-    link->rendezvous = 0.0;
     return 1;
   }
   return 0;
@@ -73,8 +74,7 @@ void mpiar__round_load(const mpiar__topology_t *topo, mpiar__peer_fn peer, const
 
 double mpiar__round_time(const mpiar__round_load_t *load, const mpiar__cost_params_t *c,
                          double bytes) {
-  const double intra =
-      load->intra ? c->alpha + bytes * c->beta + mpiar__cost_handshake(c, bytes) : 0.0;
+  const double intra = load->intra ? c->alpha + bytes * c->beta : 0.0;
   const double inter = load->port * (c->alpha_inter + bytes * c->beta_inter);
   return intra > inter ? intra : inter;
 }
@@ -125,7 +125,7 @@ double mpiar__tally_time(const mpiar__tally_t *t, const mpiar__cost_params_t *c,
   for (int i = 0; i < 2 * t->topo->nnodes; i++) {
     port = node[i] > port ? node[i] : port;
   }
-  const double intra = own * (c->alpha + bytes * c->beta + mpiar__cost_handshake(c, bytes));
+  const double intra = own * (c->alpha + bytes * c->beta);
   const double inter = port * (c->alpha_inter + bytes * c->beta_inter);
   return intra > inter ? intra : inter;
 }

@@ -61,9 +61,9 @@ mpiar__cost_params_t mpiar__cost_at(const mpiar__cost_params_t *c, double bytes)
 
 /*
  * 1 when every message on @p topo stays on one level, with that level's alpha and beta in
- * @p link (NULL or one node: inside a node; one rank per node: between nodes, without the
- * protocol term, which the parameters give for messages inside a node; gamma copied);
- * 0 for a real two-level topology.
+ * @p link (NULL or one node: inside a node; one rank per node: between nodes; gamma copied);
+ * 0 for a real two-level topology. The protocol term stays only on one node (NULL or one node):
+ * it was measured there, and the two-level estimates leave it out.
  */
 int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
                           mpiar__cost_params_t *link);

@@ -23,13 +23,37 @@
  * Cost-model parameters of the built-in choice, for machines without a tuning file, fitted to
  * two ranks of one node with MPICH 4 (ch4:ucx, shared memory) with mpiar-bench: about 1 us per
  * message (the 8-byte exchange), the point-to-point exchange bandwidth of 9.4 GB/s at 1..16 MiB,
- * and 8 MiB of float32 reduced in 0.5 ms inside a ring. With them recursive doubling wins below
- * 2 alpha / gamma = 32 KiB at p = 2, as measured (docs/performance.md).
+ * and 8 MiB of float32 reduced in 0.5 ms inside a ring. MPICH sends a message of at most 8 KiB
+ * at once and a longer one after a rendezvous handshake, about 3 us more per message (recursive
+ * doubling from 8 to 10 KiB at p = 2, the ring from 16 to 18 KiB: 3.1 us beside the bytes), the
+ * model's protocol term. With it, at p = 2: recursive doubling up to 8 KiB (one eager message);
+ * the ring above, to 16 KiB (its two halves eager where recursive doubling's one message is not);
+ * recursive doubling again (one handshake against two) until the ring's halved reduction pays
+ * for its extra message and handshake, 2 (alpha + rendezvous) / gamma = 125 KiB; then the ring,
+ * as measured (docs/performance.md). Without the term the crossover was 2 alpha / gamma =
+ * 32 KiB, which ran recursive doubling's one 10..16 KiB message at twice the ring's time and the
+ * ring's two 16..32 KiB halves at 1.4x recursive doubling's. With Open MPI 4.1 (its
+ * vader shared-memory transport) a message above the 4 KiB eager limit costs about 2.6 us beside
+ * its bytes (the intercept of mpiar-bench's paired exchange at 8-128 KiB), which moves that
+ * crossover to about 80 KiB, as measured there: at 32-64 KiB recursive doubling ran 1.2-1.36x
+ * Open MPI's allreduce where the ring ran 0.8-0.9x, and at 128 KiB the two were level. That
+ * fit puts the handshake into every message (no protocol term), as it was measured.
  */
+#if defined(OPEN_MPI)
+#define BUILTIN_ALPHA 2.6e-6
+#define BUILTIN_EAGER_BYTES 0.0
+#define BUILTIN_RENDEZVOUS 0.0
+#else
+#define BUILTIN_ALPHA 1.0e-6
+#define BUILTIN_EAGER_BYTES 8192.0
+#define BUILTIN_RENDEZVOUS 3.0e-6
+#endif
 static const mpiar__cost_params_t builtin_params = {
-    .alpha = 1.0e-6,
+    .alpha = BUILTIN_ALPHA,
     .beta = 1.0 / 9.4e9,
     .gamma = 1.0 / 16.0e9,
+    .eager_bytes = BUILTIN_EAGER_BYTES,
+    .rendezvous = BUILTIN_RENDEZVOUS,
     /* Between nodes, without a tuning file: a 25 Gb/s network with 5 us per message, a common
      * cluster interconnect (mpiar-tune measures the real one). */
     .alpha_inter = 5.0e-6,

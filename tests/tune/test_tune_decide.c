@@ -7,7 +7,7 @@
  * - noise everywhere (each candidate's median anywhere within +-30 % of the others, quartiles
  *   overlapping): no override, and the table equals the model's choice at every size from 1 B
  *   to 2^52 (powers of two, their neighbours, a pseudo-random sample), with no gap;
- * - a clear win (recursive doubling at half the ring's time at 64 KiB, quartiles apart): the
+ * - a clear win (recursive doubling at half the ring's time at 256 KiB, quartiles apart): the
  *   table names it there and halfway to the neighbours, and the model elsewhere;
  * - a median win inside the noise, a clear win over too few repetitions, a win in too few of
  *   the same repetitions (the sign test), a clear but tiny win (below the tie): none overrides;
@@ -265,26 +265,28 @@ static void test_clear_win_overrides(void) {
   static tune_sweep_t s;
   static mpiar__tuning_table_t t;
   flat(&s, 30);
-  const int k64 = index_of(&s, 64 << 10);
-  set(&s, k64, 0, 10e-6, 0.05); /* recursive doubling at half the ring's time */
   const int k256 = index_of(&s, 256 << 10);
-  set(&s, k256, 0, 30e-6, 0.05); /* and slower than the ring at 256 KiB */
+  set(&s, k256, 0, 10e-6, 0.05); /* recursive doubling at half the ring's time */
+  const int k1m = index_of(&s, 1 << 20);
+  set(&s, k1m, 0, 30e-6, 0.05); /* and slower than the ring at 1 MiB */
   tune_decide(&s, 0.01, &model);
   tune_make_table(&s, &model, &t);
   check_shape(&t);
-  CHECK_COND(s.model[k64] == 2);                 /* the model runs the ring at 64 KiB */
-  CHECK_COND(s.status[k64] == TUNE_OVERRIDE && s.decision[k64] == 0);
+  CHECK_COND(s.model[k256] == 2);                /* the model runs the ring at 256 KiB */
+  CHECK_COND(s.status[k256] == TUNE_OVERRIDE && s.decision[k256] == 0);
   for (int k = 0; k < s.nsizes; k++) {
-    CHECK_COND(k == k64 || s.decision[k] == -1);
+    CHECK_COND(k == k256 || s.decision[k] == -1);
   }
-  /* Recursive doubling from the model's own (below 32000 B) up to 64 KiB: over the gap to
-   * 16 KiB, where it is what the table runs, not beyond 64 KiB, where it is slower at 256 KiB. */
-  const mpiar__tuning_range_t *g = range_at(&t, 64 << 10);
-  CHECK_COND(g != NULL && g->alg == s.cand[0].alg && g->min_bytes == 0 &&
-             g->max_bytes == (64 << 10));
-  CHECK_COND(!table_is_model_at(&t, 32 << 10));       /* the model would run the ring there */
-  CHECK_COND(table_is_model_at(&t, (64 << 10) + 1));  /* the model's ring again */
-  CHECK_COND(table_is_model_at(&t, 128 << 10));
+  /* Recursive doubling from the model's own (from the first byte above 16 KiB, where the ring's
+   * halves stop being eager, to its switch back to the ring at 125 KiB) up to 256 KiB: over the
+   * gap to 64 KiB, where it is what the table runs, not beyond 256 KiB, where it is slower at
+   * 1 MiB. */
+  const mpiar__tuning_range_t *g = range_at(&t, 256 << 10);
+  CHECK_COND(g != NULL && g->alg == s.cand[0].alg && g->min_bytes == (16 << 10) + 1 &&
+             g->max_bytes == (256 << 10));
+  CHECK_COND(!table_is_model_at(&t, 200 << 10));      /* the model would run the ring there */
+  CHECK_COND(table_is_model_at(&t, (256 << 10) + 1)); /* the model's ring again */
+  CHECK_COND(table_is_model_at(&t, 512 << 10));
   CHECK_COND(table_is_model_at(&t, 16 << 10) && table_is_model_at(&t, (size_t)1 << 30));
   check_round_trip(&t);
 }
