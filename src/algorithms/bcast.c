@@ -145,10 +145,8 @@ double mpiar__cost_bcast_scatter_allgather(int nranks, size_t bytes, size_t elem
   const mpiar__cost_params_t l = mpiar__cost_link(c, topo);
   const double p = nranks, n = (double)bytes;
   /* Handshakes: the scatter's halves n/2, n/4, .. and the allgather's p - 1 blocks. */
-  double h = (p - 1) * mpiar__cost_handshake(&l, n / p);
-  for (int j = 1; j <= mpiar__log2i(ceil_pof2(nranks)); j++) {
-    h += mpiar__cost_handshake(&l, n / (double)(1 << j));
-  }
+  const double h = mpiar__cost_halving_handshakes(&l, n, ceil_pof2(nranks)) +
+                   (p - 1) * mpiar__cost_handshake(&l, n / p);
   return mpiar__log2i(ceil_pof2(nranks)) * l.alpha + (p - 1) / p * n * l.beta +
          (p - 1) * (l.alpha + n / p * l.beta) + h;
 }

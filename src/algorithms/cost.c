@@ -18,6 +18,14 @@ mpiar__cost_params_t mpiar__cost_at(const mpiar__cost_params_t *c, double bytes)
   return l;
 }
 
+double mpiar__cost_halving_handshakes(const mpiar__cost_params_t *c, double n, double q) {
+  double h = 0.0;
+  for (double half = n / 2; half >= n / q; half /= 2) {
+    h += mpiar__cost_handshake(c, half);
+  }
+  return h;
+}
+
 int mpiar__cost_one_level(const mpiar__topology_t *topo, const mpiar__cost_params_t *c,
                           mpiar__cost_params_t *link) {
   *link = *c;

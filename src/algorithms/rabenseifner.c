@@ -283,10 +283,7 @@ static double cost_one_level(int nranks, size_t bytes, const mpiar__cost_params_
   const double n = (double)bytes, q = pof2;
   double t = 2 * mpiar__log2i(pof2) * c->alpha + 2 * (q - 1) / q * n * c->beta +
              (q - 1) / q * n * c->gamma;
-  /* The halving and the doubling each send n/2, n/4, .., n/q: their handshakes by size. */
-  for (double half = n / 2; half >= n / q; half /= 2) {
-    t += 2 * mpiar__cost_handshake(c, half);
-  }
+  t += 2 * mpiar__cost_halving_handshakes(c, n, q); /* the halving and the doubling back */
   if (pof2 != nranks) {
     const double pre = variant == VARIANT_FOLD ? n : n / 2;
     t += c->alpha + pre * (c->beta + c->gamma) + c->alpha + n * c->beta;

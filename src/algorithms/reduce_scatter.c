@@ -289,9 +289,7 @@ double mpiar__cost_rs_recursive_halving(int nranks, size_t bytes, size_t elem_si
   const double p = nranks, n = (double)bytes, pp = pof2;
   /* Over p' virtual ranks the halves are n (p'-1)/p' at most when the blocks spread evenly. */
   double t = mpiar__log2i(pof2) * l.alpha + (pp - 1) / pp * n * (l.beta + l.gamma);
-  for (double half = n / 2; half >= n / pp; half /= 2) {
-    t += mpiar__cost_handshake(&l, half); /* the halves' handshakes */
-  }
+  t += mpiar__cost_halving_handshakes(&l, n, pp);
   if (pof2 != nranks) {
     t += 2 * l.alpha + n * (l.beta + l.gamma) + n / p * l.beta;
     t += mpiar__cost_handshake(&l, n) + mpiar__cost_handshake(&l, n / p);

@@ -59,6 +59,10 @@ double mpiar__cost_handshake(const mpiar__cost_params_t *c, double bytes);
  */
 mpiar__cost_params_t mpiar__cost_at(const mpiar__cost_params_t *c, double bytes);
 
+/* The handshakes of one message each of @p n / 2, n / 4, .., n / @p q bytes (q a power of two):
+ * a recursive halving's, or the doubling back. */
+double mpiar__cost_halving_handshakes(const mpiar__cost_params_t *c, double n, double q);
+
 /*
  * 1 when every message on @p topo stays on one level, with that level's alpha and beta in
  * @p link (NULL or one node: inside a node; one rank per node: between nodes; gamma copied);

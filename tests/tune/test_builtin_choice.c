@@ -68,6 +68,8 @@ static void accounting(void) {
       /* 2 x 3 grid: 4 row messages of 16 KiB above, 2 column messages of 8 KiB not. */
       {"allreduce", "torus_2d", 6, 49152, 0, 4},
       {"bcast", "binomial", 4, 16384, 0, 2},
+      {"bcast", "scatter_allgather", 4, 65536, 0, 5}, /* halves 32, 16 KiB; 3 blocks of 16 */
+      {"bcast", "scatter_allgather", 4, 32768, 0, 1}, /* halves 16, 8 KiB; blocks of 8 */
       {"reduce_scatter", "ring", 2, 32768, 0, 1},
       {"reduce_scatter", "recursive_halving", 4, 65536, 0, 2},
       {"allgather", "ring", 4, 65536, 0, 3},
