@@ -25,14 +25,14 @@
  * message (the 8-byte exchange), the point-to-point exchange bandwidth of 9.4 GB/s at 1..16 MiB,
  * and 8 MiB of float32 reduced in 0.5 ms inside a ring. MPICH sends a message of at most 8 KiB
  * at once and a longer one after a rendezvous handshake, about 3 us more per message (recursive
- * doubling from 8 to 10 KiB at p = 2, the ring from 16 to 18 KiB: 3.1 us beside the bytes), the
- * model's protocol term. With it, at p = 2: recursive doubling up to 8 KiB (one eager message);
+ * doubling from 8 to 10 KiB at p = 2, the ring from 16 to 18 KiB: 3.0-3.1 us beside the bytes),
+ * the model's protocol term. With it, at p = 2: recursive doubling up to 8 KiB (one eager message);
  * the ring above, to 16 KiB (its two halves eager where recursive doubling's one message is not);
  * recursive doubling again (one handshake against two) until the ring's halved reduction pays
  * for its extra message and handshake, 2 (alpha + rendezvous) / gamma = 125 KiB; then the ring,
- * as measured (docs/performance.md). Without the term the crossover was 2 alpha / gamma =
- * 32 KiB, which ran recursive doubling's one 10..16 KiB message at twice the ring's time and the
- * ring's two 16..32 KiB halves at 1.4x recursive doubling's. With Open MPI 4.1 (its
+ * as measured (docs/tuning.md). Without the term the crossover was 2 alpha / gamma = 32000 B,
+ * which ran recursive doubling's one 10..16 KiB message at twice the ring's time, and from 32 to
+ * 112 KiB the ring's two messages at 1.08-1.38x recursive doubling's one. With Open MPI 4.1 (its
  * vader shared-memory transport) a message above the 4 KiB eager limit costs about 2.6 us beside
  * its bytes (the intercept of mpiar-bench's paired exchange at 8-128 KiB), which moves that
  * crossover to about 80 KiB, as measured there: at 32-64 KiB recursive doubling ran 1.2-1.36x
