@@ -31,11 +31,6 @@ static float input(int rank, size_t i) {
   return (float)((rank + 1) * 3 + (int)(i % 7));
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /*
  * The timed loop of one size. @return this rank's average latency in us; *median: the median
  * call's, in us (times[] holds iters entries); *bad: wrong elements.
@@ -57,8 +52,7 @@ static double run_size(float *send, float *recv, size_t count, long iters, long 
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
-  qsort(times, (size_t)iters, sizeof *times, cmp_double);
-  *median = (iters % 2 ? times[iters / 2] : (times[iters / 2 - 1] + times[iters / 2]) / 2) * 1e6;
+  *median = tool_median(times, (int)iters) * 1e6;
   *bad = 0;
   for (size_t i = 0; i < count; i++) {
     float want = 0.0f;
