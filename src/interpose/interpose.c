@@ -29,8 +29,28 @@ static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static int enabled;
 static atomic_int mpi_initialized;
 static atomic_int mpi_finalized;
+/*
+ * The interposer's thread-local state is in the initial-exec model: a library that is preloaded or
+ * linked into the program is loaded with it, and each access is then one instruction instead of a
+ * call to __tls_get_addr (two or three per MPI_Allreduce).
+ */
+#define MPIAR_PMPI_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 /* Set while this thread is inside mpiar, so that a nested MPI_Allreduce goes straight to MPI. */
-static _Thread_local int in_mpiar;
+static MPIAR_PMPI_TLS int in_mpiar;
+
+/*
+ * The last (datatype, op) this thread ran on mpiar and how (mpiar__pmpi_map() and, for a pair
+ * outside the standard, the MPI library's acceptance): a loop of the same call skips the table
+ * scans. Only pairs that mapped are kept, and those are predefined handles, which name the same
+ * type and operation for the whole process.
+ */
+static MPIAR_PMPI_TLS struct {
+  MPI_Datatype datatype;
+  MPI_Op op;
+  int valid;
+  mpiar__pmpi_call_t call;
+} last_pair;
 
 /* Whether the MPI library accepts a pair outside the standard: 0 not asked yet, 1 yes, 2 no. */
 static atomic_int probe_cache[MPIAR__PMPI_PROBE_SLOTS];
@@ -49,8 +69,8 @@ typedef struct flag_buffer {
 static pthread_mutex_t flag_buffers_lock = PTHREAD_MUTEX_INITIALIZER;
 static flag_buffer_t *flag_buffers;
 static atomic_uint flag_generation = 1;
-static _Thread_local flag_buffer_t *my_flags;
-static _Thread_local unsigned my_flags_generation;
+static MPIAR_PMPI_TLS flag_buffer_t *my_flags;
+static MPIAR_PMPI_TLS unsigned my_flags_generation;
 
 /* Buffers grow in steps of this many bytes, so that slowly growing counts rarely reallocate. */
 #define FLAG_BUFFER_STEP ((size_t)64 << 10)
@@ -174,12 +194,20 @@ static int classify(const void *sendbuf, const void *recvbuf, int64_t count, MPI
   if (comm == MPI_COMM_NULL) {
     return MPIAR__PMPI_FB_COMM;
   }
-  int reason = mpiar__pmpi_map(datatype, op, call);
-  if (reason >= 0) {
-    return reason;
-  }
-  if (call->probe_slot >= 0 && !mpi_accepts(datatype, op, call->probe_slot)) {
-    return MPIAR__PMPI_FB_DATATYPE_OP;
+  if (last_pair.valid && last_pair.datatype == datatype && last_pair.op == op) {
+    *call = last_pair.call;
+  } else {
+    int reason = mpiar__pmpi_map(datatype, op, call);
+    if (reason >= 0) {
+      return reason;
+    }
+    if (call->probe_slot >= 0 && !mpi_accepts(datatype, op, call->probe_slot)) {
+      return MPIAR__PMPI_FB_DATATYPE_OP;
+    }
+    last_pair.datatype = datatype;
+    last_pair.op = op;
+    last_pair.call = *call;
+    last_pair.valid = 1;
   }
   if ((uint64_t)count > SIZE_MAX / call->user_size) {
     return MPIAR__PMPI_FB_COUNT;
