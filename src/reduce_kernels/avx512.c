@@ -198,6 +198,14 @@ FLOAT_KERNELS(f16, 2)
 FLOAT_KERNELS(bf16, 2)
 FLOAT_KERNELS(f32, 4)
 FLOAT_KERNELS(f64, 8)
+/* Fan-out forms (the zero-copy allreduce's last step): the float32 and float64 arithmetic. */
+#define FLOAT_FANS(P, ESIZE)                  \
+  MPIAR__FAN512(P##_sum, ESIZE, P##_sum_op)   \
+  MPIAR__FAN512(P##_prod, ESIZE, P##_prod_op) \
+  MPIAR__FAN512(P##_min, ESIZE, P##_min_op)   \
+  MPIAR__FAN512(P##_max, ESIZE, P##_max_op)
+FLOAT_FANS(f32, 4)
+FLOAT_FANS(f64, 8)
 
 /* The divide kernels reuse the two-input skeleton with b = a and the divisor as context. */
 static void f32_div(void *dst, const void *a, size_t n, double divisor) {
@@ -216,6 +224,8 @@ static void bf16_div(void *dst, const void *a, size_t n, double divisor) {
 MPIAR__KERNEL512(i8_sum, 1, i8_sum_op)
 MPIAR__KERNEL512(i32_sum, 4, i32_sum_op)
 MPIAR__KERNEL512(i64_sum, 8, i64_sum_op)
+MPIAR__FAN512(i32_sum, 4, i32_sum_op)
+MPIAR__FAN512(i64_sum, 8, i64_sum_op)
 MPIAR__KERNEL512(i32_prod, 4, i32_prod_op)
 MPIAR__KERNEL512(i64_prod, 8, i64_prod_op)
 MPIAR__KERNEL512(i8_min, 1, i8_min_op)
@@ -297,4 +307,17 @@ void mpiar__fill_avx512(mpiar__kernel_table_t *t) {
   SET_BITWISE(t, MPIAR_UINT32, 32)
   SET_BITWISE(t, MPIAR_INT64, 64)
   SET_BITWISE(t, MPIAR_UINT64, 64)
+  static const mpiar_dtype_t fdt[] = {MPIAR_FLOAT32, MPIAR_FLOAT64};
+  const mpiar__fan_fn fans[2][4] = {{f32_sum_fan, f32_prod_fan, f32_min_fan, f32_max_fan},
+                                    {f64_sum_fan, f64_prod_fan, f64_min_fan, f64_max_fan}};
+  static const mpiar_op_t fop[] = {MPIAR_SUM, MPIAR_PROD, MPIAR_MIN, MPIAR_MAX};
+  for (int d = 0; d < 2; d++) {
+    for (int o = 0; o < 4; o++) {
+      t->fan[fdt[d]][fop[o]] = fans[d][o];
+    }
+  }
+  t->fan[MPIAR_INT32][MPIAR_SUM] = i32_sum_fan;
+  t->fan[MPIAR_UINT32][MPIAR_SUM] = i32_sum_fan;
+  t->fan[MPIAR_INT64][MPIAR_SUM] = i64_sum_fan;
+  t->fan[MPIAR_UINT64][MPIAR_SUM] = i64_sum_fan;
 }

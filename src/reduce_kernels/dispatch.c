@@ -148,6 +148,7 @@ int mpiar__kernel_table_fill(mpiar__isa_t isa, mpiar__kernel_table_t *table) {
   }
   unsigned f = mpiar__cpu_features();
   table->isa = isa;
+  memset(table->fan, 0, sizeof table->fan); /* only levels with fan-out forms set them */
   mpiar__fill_reference(table);
 #if defined(MPIAR_KERNELS_AVX2)
   if (isa >= MPIAR__ISA_AVX2) {
@@ -328,6 +329,16 @@ void mpiar__reduce(void *dst, const void *a, const void *b, size_t n, mpiar_dtyp
 #else
   (void)chunk_elems;
 #endif
+}
+
+int mpiar__reduce_fan(void *d0, void *d1, const void *a, const void *b, size_t n,
+                      mpiar_dtype_t dtype, mpiar_op_t op, int stream) {
+  mpiar__fan_fn fn = mpiar__kernels()->fan[dtype][op];
+  if (fn == NULL) {
+    return 0;
+  }
+  fn(d0, d1, a, b, n, stream);
+  return 1;
 }
 
 void mpiar__divide(void *dst, const void *a, size_t n, mpiar_dtype_t dtype, double divisor) {

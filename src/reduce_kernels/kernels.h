@@ -20,6 +20,15 @@ typedef void (*mpiar__kernel_fn)(void *dst, const void *a, const void *b, size_t
 /* One divide kernel: dst[i] = a[i] / divisor (floating types; f16/bf16 through f32). */
 typedef void (*mpiar__div_fn)(void *dst, const void *a, size_t n, double divisor);
 
+/*
+ * One fan-out kernel: d0[i] = d1[i] = a[i] op b[i], i < n, with the bits of the pair's kernel,
+ * reading each input line once and writing both results from the register (no second pass
+ * over a temporary); non-temporal stores when @p stream and both destinations are 64-byte
+ * aligned (the caller fences). d0 may equal a and d1 equal b (in place); no other overlap.
+ */
+typedef void (*mpiar__fan_fn)(void *d0, void *d1, const void *a, const void *b, size_t n,
+                              int stream);
+
 typedef enum mpiar__isa {
   MPIAR__ISA_REFERENCE = 0,
   MPIAR__ISA_AVX2,   /* AVX2 + FMA + F16C */
@@ -32,6 +41,9 @@ typedef struct mpiar__kernel_table {
   mpiar__isa_t isa;
   mpiar__kernel_fn fn[MPIAR__DTYPE_COUNT][MPIAR__OP_COUNT]; /* NULL: pair not supported */
   mpiar__div_fn div[MPIAR__DTYPE_COUNT];                   /* NULL for integer types */
+  /* Fan-out forms, where the level has one (AVX-512: sum, prod, min and max of float32 and
+   * float64, sum of the 32- and 64-bit integers); NULL elsewhere. */
+  mpiar__fan_fn fan[MPIAR__DTYPE_COUNT][MPIAR__OP_COUNT];
 } mpiar__kernel_table_t;
 
 /*
@@ -85,6 +97,14 @@ int mpiar__kernel_table_fill(mpiar__isa_t isa, mpiar__kernel_table_t *table);
  */
 void mpiar__reduce(void *dst, const void *a, const void *b, size_t n, mpiar_dtype_t dtype,
                    mpiar_op_t op);
+
+/*
+ * d0 = d1 = a op b over n elements with the process table's fan-out kernel, on the calling
+ * thread (the zero-copy allreduce's last step at p = 2, docs/shm.md). @return 1 if done, 0 if
+ * the level has no fan-out form of the pair (the caller reduces and copies instead).
+ */
+int mpiar__reduce_fan(void *d0, void *d1, const void *a, const void *b, size_t n,
+                      mpiar_dtype_t dtype, mpiar_op_t op, int stream);
 
 /* dst[i] = a[i] / divisor with the process table (floating dtypes), threaded like mpiar__reduce. */
 void mpiar__divide(void *dst, const void *a, size_t n, mpiar_dtype_t dtype, double divisor);

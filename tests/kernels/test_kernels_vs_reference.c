@@ -191,6 +191,67 @@ static void check_streaming(const char *lvl, const mpiar__kernel_table_t *t) {
   free(w);
 }
 
+/*
+ * The fan-out forms (both destinations get the pair's reference bits): lengths 0..300 and some
+ * long ones, both destinations aligned (the non-temporal path when streaming) or not, with and
+ * without streaming, and in place (d0 = a, d1 = b). @return how many forms were checked.
+ */
+static int check_fans(const char *lvl, const mpiar__kernel_table_t *t) {
+  static const size_t longs[] = {4099, 65536 + 17};
+  size_t cap = (65536 + 17) * 8 + 256;
+  unsigned char *a = xalloc(cap), *b = xalloc(cap), *w = xalloc(cap);
+  unsigned char *d0 = xalloc(cap + 64), *d1 = xalloc(cap + 64);
+  unsigned char *ia = xalloc(cap), *ib = xalloc(cap);
+  int checked = 0;
+  for (int dt = 0; dt < MPIAR__DTYPE_COUNT; dt++) {
+    for (int op = 0; op < MPIAR__OP_COUNT; op++) {
+      mpiar__fan_fn fan = t->fan[dt][op];
+      if (fan == NULL) {
+        continue;
+      }
+      CHECK(t->fn[dt][op] != NULL);
+      checked++;
+      size_t es = mpiar_dtype_size((mpiar_dtype_t)dt);
+      const char *opn = mpiar_op_name((mpiar_op_t)op);
+      rng_seed(9000u + (unsigned)dt * 16u + (unsigned)op);
+      int before = failures;
+      for (size_t m = 0; m < 301 + NELEMS(longs) && failures == before; m++) {
+        size_t n = m <= 300 ? m : longs[m - 301];
+        fill_values(a, n, (mpiar_dtype_t)dt);
+        fill_values(b, n, (mpiar_dtype_t)dt);
+        ref.fn[dt][op](w, a, b, n);
+        for (int stream = 0; stream <= 1; stream++) {
+          for (size_t off = 0; off <= es; off += es) { /* both aligned, then both not */
+            fan(d0 + off, d1 + off, a, b, n, stream);
+            if (memcmp(d0 + off, w, n * es) != 0) {
+              report(lvl, (mpiar_dtype_t)dt, opn, n, "fan-out, first output", d0 + off, w, es);
+            }
+            if (memcmp(d1 + off, w, n * es) != 0) {
+              report(lvl, (mpiar_dtype_t)dt, opn, n, "fan-out, second output", d1 + off, w, es);
+            }
+          }
+          memcpy(ia, a, n * es);
+          memcpy(ib, b, n * es);
+          fan(ia, ib, ia, ib, n, stream);
+          if (memcmp(ia, w, n * es) != 0 || memcmp(ib, w, n * es) != 0) {
+            report(lvl, (mpiar_dtype_t)dt, opn, n, "fan-out in place",
+                   memcmp(ia, w, n * es) != 0 ? ia : ib, w, es);
+          }
+        }
+      }
+    }
+  }
+  printf("%s: %d fan-out forms checked against the reference\n", lvl, checked);
+  free(a);
+  free(b);
+  free(w);
+  free(d0);
+  free(d1);
+  free(ia);
+  free(ib);
+  return checked;
+}
+
 /* CTest's SKIP_RETURN_CODE: the level cannot run on this CPU. */
 #define SKIPPED 77
 
@@ -232,6 +293,11 @@ int main(int argc, char **argv) {
     CHECK(t.isa == isa);
     check_table(mpiar__isa_name(isa), &t, maxn);
     check_streaming(mpiar__isa_name(isa), &t);
+    /* AVX-512 has the fan-out forms of float32/float64 sum, prod, min, max and of the integer
+     * sums; other levels none (the zero-copy path reduces and copies there). */
+    int fans = check_fans(mpiar__isa_name(isa), &t);
+    CHECK(isa == MPIAR__ISA_AVX512 ? fans == 12 : fans == 0);
+    CHECK(ref.fan[MPIAR_FLOAT32][MPIAR_SUM] == NULL);
   }
   if (failures != 0) {
     fprintf(stderr, "%d failures\n", failures);
