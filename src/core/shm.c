@@ -399,11 +399,13 @@ static int reduce_range(shm_op_t *o, size_t src0, size_t lo, size_t hi, char *co
    * kernel makes each result vector from the two inputs and stores it into both outputs at
    * once, where the level has one for the pair: every line is read once and written once with
    * reads and writes interleaved, instead of a reduction into a temporary and then its copies
-   * (measured 1.2-1.7x faster at 16-64 MiB). Same bits as the kernel (kernels.h).
+   * (measured 1.2-1.5x faster at 16-64 MiB). Same bits as the kernel (kernels.h); avg is the
+   * pair's avg kernel, (x0 + x1) halved, which equals the sum divided by 2 bit for bit (one
+   * rounding of the sum, then an exact halving).
    */
-  if (p == 2 && ndst == 2 && c->op != MPIAR_AVG &&
+  if (p == 2 && ndst == 2 && !o->hier &&
       mpiar__reduce_fan(dsts[0] + lo * es, dsts[1] + lo * es, o->ins[0] + (src0 + lo) * es,
-                        o->ins[1] + (src0 + lo) * es, hi - lo, c->dtype, kop, stream)) {
+                        o->ins[1] + (src0 + lo) * es, hi - lo, c->dtype, c->op, stream)) {
     return MPIAR_SUCCESS;
   }
   size_t block = SHM_BLOCK_BYTES / es;

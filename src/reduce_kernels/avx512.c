@@ -202,6 +202,7 @@ FLOAT_KERNELS(f64, 8)
 #define FLOAT_FANS(P, ESIZE)                  \
   MPIAR__FAN512(P##_sum, ESIZE, P##_sum_op)   \
   MPIAR__FAN512(P##_prod, ESIZE, P##_prod_op) \
+  MPIAR__FAN512(P##_avg, ESIZE, P##_avg_op)   \
   MPIAR__FAN512(P##_min, ESIZE, P##_min_op)   \
   MPIAR__FAN512(P##_max, ESIZE, P##_max_op)
 FLOAT_FANS(f32, 4)
@@ -308,11 +309,12 @@ void mpiar__fill_avx512(mpiar__kernel_table_t *t) {
   SET_BITWISE(t, MPIAR_INT64, 64)
   SET_BITWISE(t, MPIAR_UINT64, 64)
   static const mpiar_dtype_t fdt[] = {MPIAR_FLOAT32, MPIAR_FLOAT64};
-  const mpiar__fan_fn fans[2][4] = {{f32_sum_fan, f32_prod_fan, f32_min_fan, f32_max_fan},
-                                    {f64_sum_fan, f64_prod_fan, f64_min_fan, f64_max_fan}};
-  static const mpiar_op_t fop[] = {MPIAR_SUM, MPIAR_PROD, MPIAR_MIN, MPIAR_MAX};
+  const mpiar__fan_fn fans[2][5] = {
+      {f32_sum_fan, f32_prod_fan, f32_min_fan, f32_max_fan, f32_avg_fan},
+      {f64_sum_fan, f64_prod_fan, f64_min_fan, f64_max_fan, f64_avg_fan}};
+  static const mpiar_op_t fop[] = {MPIAR_SUM, MPIAR_PROD, MPIAR_MIN, MPIAR_MAX, MPIAR_AVG};
   for (int d = 0; d < 2; d++) {
-    for (int o = 0; o < 4; o++) {
+    for (int o = 0; o < 5; o++) {
       t->fan[fdt[d]][fop[o]] = fans[d][o];
     }
   }

@@ -41,8 +41,8 @@ typedef struct mpiar__kernel_table {
   mpiar__isa_t isa;
   mpiar__kernel_fn fn[MPIAR__DTYPE_COUNT][MPIAR__OP_COUNT]; /* NULL: pair not supported */
   mpiar__div_fn div[MPIAR__DTYPE_COUNT];                   /* NULL for integer types */
-  /* Fan-out forms, where the level has one (AVX-512: sum, prod, min and max of float32 and
-   * float64, sum of the 32- and 64-bit integers); NULL elsewhere. */
+  /* Fan-out forms, where the level has one (AVX-512: sum, prod, min, max and avg of float32
+   * and float64, sum of the 32- and 64-bit integers); NULL elsewhere. */
   mpiar__fan_fn fan[MPIAR__DTYPE_COUNT][MPIAR__OP_COUNT];
 } mpiar__kernel_table_t;
 
