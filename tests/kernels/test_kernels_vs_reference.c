@@ -220,6 +220,14 @@ static int check_fans(const char *lvl, const mpiar__kernel_table_t *t) {
         fill_values(a, n, (mpiar_dtype_t)dt);
         fill_values(b, n, (mpiar_dtype_t)dt);
         ref.fn[dt][op](w, a, b, n);
+        if (op == MPIAR_AVG) {
+          /* The zero-copy path's avg at p = 2 is the pair's avg: the sum halved, bit for bit. */
+          ref.fn[dt][MPIAR_SUM](ia, a, b, n);
+          ref.div[dt](ia, ia, n, 2.0);
+          if (memcmp(ia, w, n * es) != 0) {
+            report(lvl, (mpiar_dtype_t)dt, opn, n, "avg against the sum divided by 2", ia, w, es);
+          }
+        }
         for (int stream = 0; stream <= 1; stream++) {
           for (size_t off = 0; off <= es; off += es) { /* both aligned, then both not */
             fan(d0 + off, d1 + off, a, b, n, stream);
