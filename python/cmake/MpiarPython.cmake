@@ -133,13 +133,20 @@ function(mpiar_python_add_tests)
   # examples verified through mpiar-sim --schedule at p = 2..8, then run under MPI at p = 2..8
   # (one launch of 8 ranks, a communicator of the first p ranks for each p).
   set(sched "${work}/schedules")
-  mpiar_python_test(NAME python_schedules NP 1 NEED numpy,mpi4py,pytest TIMEOUT 180
-                    ENV "MPIAR_SIM=$<TARGET_FILE:mpiar-sim>;MPIAR_SCHEDULE_DIR=${sched}"
-                    ARGS ${pytest} "${tests}/test_schedule.py")
-  set_tests_properties(python_schedules PROPERTIES FIXTURES_SETUP python_schedule_files)
-  mpiar_python_test(NAME python_schedules_np8 NP 8 NEED numpy,mpi4py TIMEOUT 180
-                    ARGS "${tests}/run_schedules.py" "${sched}")
-  set_tests_properties(python_schedules_np8 PROPERTIES FIXTURES_REQUIRED python_schedule_files)
+  if(MPIAR_BUILD_PERF)
+    mpiar_python_test(NAME python_schedules NP 1 NEED numpy,mpi4py,pytest TIMEOUT 180
+                      ENV "MPIAR_SIM=$<TARGET_FILE:mpiar-sim>;MPIAR_SCHEDULE_DIR=${sched}"
+                      ARGS ${pytest} "${tests}/test_schedule.py")
+    set_tests_properties(python_schedules PROPERTIES FIXTURES_SETUP python_schedule_files)
+    mpiar_python_test(NAME python_schedules_np8 NP 8 NEED numpy,mpi4py TIMEOUT 180
+                      ARGS "${tests}/run_schedules.py" "${sched}")
+    set_tests_properties(python_schedules_np8 PROPERTIES FIXTURES_REQUIRED python_schedule_files)
+  else()
+    foreach(t python_schedules python_schedules_np8)
+      mpiar_add_skipped_test(NAME ${t} LABELS python
+                             REASON "mpiar-sim verifies the schedules and is one of the tools in perf/, not built (MPIAR_BUILD_PERF=OFF)")
+    endforeach()
+  endif()
 
   # The torch.distributed backend "mpiar": every collective against gloo, async works, errors,
   # new_group, DDP against gloo, the DDP hook, ZeroRedundancyOptimizer.
