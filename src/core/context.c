@@ -177,6 +177,24 @@ static void release_all(mpiar__context_t **ctxs, int n) {
       }
       sched_yield();
     }
+#if defined(OPEN_MPI)
+    /*
+     * Open MPI 4.1's nonblocking collectives do not hold the communicator they run on: a
+     * duplicate still pending when the communicator is freed is later progressed on freed
+     * memory (a crash in any later MPI call). Wait for it as long as a drain waits: the late
+     * ranks that would complete it (late_notify then tells them) usually come within that.
+     */
+    for (double until = MPI_Wtime() + MPIAR__DRAIN_SECONDS;
+         ctx->idup_req != MPI_REQUEST_NULL && MPI_Wtime() < until;) {
+      int flag = 0;
+      /* Not MPI_Test: late_notify takes the finished duplicate. */
+      if (MPI_Request_get_status(ctx->idup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+          flag) {
+        break;
+      }
+      sched_yield();
+    }
+#endif
     late_notify(ctx);
     if (ctx->comm == MPI_COMM_NULL) {
       continue;

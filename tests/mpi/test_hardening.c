@@ -410,6 +410,16 @@ int main(int argc, char **argv) {
   } else if (strcmp(which, "check") == 0) {
     case_check();
   } else if (strcmp(which, "freed_comm") == 0) {
+#if defined(OPEN_MPI)
+    /* Open MPI's handles are pointers: MPI's own calls on a freed one read freed memory, so
+     * no library can tell it from a live one (docs/api.md). */
+    if (rank == 0) {
+      printf("SKIPPED: Open MPI's communicator handles are pointers, which cannot be checked "
+             "once freed\n");
+    }
+    MPI_Finalize();
+    return 77;
+#endif
     case_freed_comm();
   } else if (strcmp(which, "late_first_call") == 0) {
     case_late_first_call();
