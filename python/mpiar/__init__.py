@@ -25,7 +25,8 @@ contiguous data is never copied.
 - ``mpiar.torch``: broadcast_parameters, broadcast_optimizer_state, DistributedOptimizer.
 - ``alloc(shape, dtype="float32", comm=None, like="numpy")``: a NumPy array (or, with
   ``like="torch"``, a CPU tensor) on node-shared memory (``mpiar_alloc``): an allreduce on such
-  arrays, on every rank, runs zero-copy when the ranks share one node. Collective. The memory is
+  arrays, on every rank, runs zero-copy when the ranks share one node (a blocking one across
+  nodes of equal size: zero-copy inside each node). Collective. The memory is
   freed collectively too: once the array and every view of it are gone on every rank, at the
   next ``alloc``, ``free`` or ``collect()`` on that communicator (the garbage collector never
   frees it by itself, since the ranks collect at different moments); or at once by ``free(x)``,
@@ -172,7 +173,8 @@ def alloc(shape, dtype="float32", comm=None, like="numpy"):
     Returns a C-contiguous NumPy array, or a CPU ``torch.Tensor`` with ``like="torch"`` (then
     ``dtype`` may be a torch dtype, bfloat16 included). Its contents are undefined, as with
     ``numpy.empty``. An allreduce (``allreduce``, ``iallreduce``) on ``comm`` whose buffers are
-    such arrays on every rank, with every rank on one node, runs zero-copy (docs/shm.md). Views,
+    such arrays on every rank, with every rank on one node, runs zero-copy (docs/shm.md; a
+    blocking ``allreduce`` across nodes of equal size runs zero-copy inside each node). Views,
     ``torch.from_numpy`` and ``Tensor.numpy()`` share the memory. See ``free`` for its lifetime.
     A bad argument on one rank raises there and makes the call fail on every rank.
     """
