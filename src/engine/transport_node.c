@@ -15,9 +15,10 @@
  * side keeps its own count of messages written or taken in private memory.
  *
  * Unexpected messages (arrived before their receive) are copied out of the ring at once into
- * private buffers of one slot's size (kept for reuse), per sender in arrival order. probe() shows
- * them to the engine like the inner transport's messages (its scan of unexpected messages finds
- * a wrong length here as there); their handle has bit 63 set, which no handle of MPI (MPICH's
+ * private buffers of one slot's size (kept for reuse; one ring's worth made at open, so a steady
+ * loop of calls never allocates), per sender in arrival order. probe() shows them to the engine
+ * like the inner transport's messages (its scan of unexpected messages finds a wrong length here
+ * as there); their handle has bit 63 set, which no handle of MPI (MPICH's
  * 32-bit integers, Open MPI's user-space pointers) or of the threads transport has.
  *
  * Errors: the rings never fail; every error is the inner transport's.
@@ -658,6 +659,16 @@ int mpiar__transport_node_open(const mpiar__transport_t *inner, void *inner_stat
       t->inr[r] = in[r];
       t->peers[t->npeers++] = r;
     }
+  }
+  /* The unexpected-message buffers start with one ring's worth, so that a steady loop of calls
+   * (a backlog of a message or two per peer) never allocates after the transport is open. */
+  for (int k = 0; t->npeers > 0 && k < MPIAR__NODE_SLOTS; k++) {
+    node_msg_t *m = malloc(sizeof *m);
+    if (m == NULL) {
+      node_free(t);
+      return MPIAR_ERR_NOMEM;
+    }
+    msg_free(t, m);
   }
   t->unmap = unmap;
   t->arg = arg;
