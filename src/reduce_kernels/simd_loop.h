@@ -143,40 +143,6 @@
     }                                                                                          \
   }
 
-/*
- * The fan-out form (kernels.h, mpiar__fan_fn) of the kernel OP: each 64-byte vector of the result
- * is stored into both destinations as soon as it is made, non-temporally when asked and both are
- * aligned; a masked tail as in the kernel, so every element has the kernel's bits.
- */
-#define MPIAR__FAN512(NAME, ESIZE, OP)                                                         \
-  static void NAME##_fan(void *d0v, void *d1v, const void *av, const void *bv, size_t n,      \
-                         int stream) {                                                         \
-    char *d0 = d0v, *d1 = d1v;                                                                 \
-    const char *pa = av, *pb = bv;                                                             \
-    const __m512i ctx = _mm512_setzero_si512();                                                \
-    size_t bytes = n * (ESIZE), i = 0;                                                         \
-    if (stream && ((((uintptr_t)d0) | ((uintptr_t)d1)) & 63u) == 0) {                          \
-      for (; i + 64 <= bytes; i += 64) {                                                       \
-        __m512i r = OP(_mm512_loadu_si512(pa + i), _mm512_loadu_si512(pb + i), ctx);          \
-        _mm512_stream_si512((void *)(d0 + i), r);                                              \
-        _mm512_stream_si512((void *)(d1 + i), r);                                              \
-      }                                                                                        \
-    } else {                                                                                   \
-      for (; i + 64 <= bytes; i += 64) {                                                       \
-        __m512i r = OP(_mm512_loadu_si512(pa + i), _mm512_loadu_si512(pb + i), ctx);          \
-        _mm512_storeu_si512(d0 + i, r);                                                        \
-        _mm512_storeu_si512(d1 + i, r);                                                        \
-      }                                                                                        \
-    }                                                                                          \
-    if (i < bytes) {                                                                           \
-      __mmask64 k = (__mmask64)((1ull << (bytes - i)) - 1u);                                   \
-      __m512i r = OP(_mm512_maskz_loadu_epi8(k, pa + i), _mm512_maskz_loadu_epi8(k, pb + i),   \
-                     ctx);                                                                     \
-      _mm512_mask_storeu_epi8(d0 + i, k, r);                                                   \
-      _mm512_mask_storeu_epi8(d1 + i, k, r);                                                   \
-    }                                                                                          \
-  }
-
 /* A kernel (dst, a, b, n) over NAME##_run with a zero context. */
 #define MPIAR__KERNEL256(NAME, ESIZE, OP)                               \
   MPIAR__RUN256(NAME, ESIZE, OP)                                        \
