@@ -1227,20 +1227,6 @@ static void alloc_release(shm_alloc_t *al) {
   }
 }
 
-/*
- * Whether @p ok holds on every rank of the communicator: the context's own allreduce, with no
- * deadline. Like the window's creation before it, it waits for every rank, so no rank can give
- * up here while another keeps (or frees) the window; a rank whose engine fails counts as not ok,
- * and the failure reaches the others as a broken communicator, so they free it too. Every rank
- * calls it, whatever happened to its window, and every rank of the communicator gets the same
- * answer (a rank on another node that failed fails the allocation everywhere).
- */
-static int agree_all(mpiar__context_t *ctx, int ok) {
-  uint64_t failed = ok ? 0 : 1;
-  int rc = mpiar__context_allreduce(ctx, &failed, 1, MPIAR_UINT64, MPIAR_MAX, 0);
-  return rc == MPIAR_SUCCESS && failed == 0;
-}
-
 int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr) {
   mpiar__error_clear();
   if (ptr != NULL) {
@@ -1316,8 +1302,11 @@ int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr) {
     al->base[q] = qb;
     al->size[q] = (size_t)qs;
   }
-  /* Whether every rank has it (a window one rank could not record is freed by all). */
-  int all_ok = agree_all(ctx, ok);
+  /* Whether every rank of the node has it (a window one rank could not record is freed by all). */
+  int all_ok = 0;
+  if (err == MPI_SUCCESS) {
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dom->node);
+  }
   int id = -1;
   if (all_ok) {
     for (id = 0; id < dom->nallocs && dom->allocs[id] != NULL; id++) {
@@ -1341,7 +1330,7 @@ int mpiar_alloc(MPI_Comm comm, size_t bytes, void **ptr) {
     }
     ok = id < dom->cap && table_n < table_cap;
     pthread_mutex_unlock(&table_lock);
-    all_ok = agree_all(ctx, ok);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, dom->node);
   }
   if (!all_ok) {
     if (win != MPI_WIN_NULL) {
